@@ -1,0 +1,1 @@
+"""Benchmarks of trio_agent against the Trio floor: ``python -m benchmarks`` (see ``run.py``)."""

@@ -1,0 +1,65 @@
+"""Every scenario, run with trio_agent, prints the lines the reference loop printed.
+
+Scenarios with driver ``loop`` are compared line by line, whole. Scenarios
+with driver ``agent`` exercise the loop through pi's ``Agent``; run with the
+loop driver they must print the same event and ``#action`` lines (the
+``#run_end`` and ``#result`` lines carry the Agent's state, which the loop
+does not have), except those that use what only an Agent has (re-entrant
+``prompt`` / ``continue``).
+
+Where trio_agent differs on purpose, ``NN_name.trio.expected.jsonl`` holds
+its lines, and README.md says why.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.runner import run_scenario
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+
+
+def expected_lines(scenario: Path) -> list[str]:
+    ours = scenario.with_name(scenario.stem + ".trio.expected.jsonl")
+    path = ours if ours.exists() else scenario.with_name(scenario.stem + ".expected.jsonl")
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def driver(scenario: Path) -> str:
+    return str(json.loads(scenario.read_text(encoding="utf-8")).get("driver", "agent"))
+
+
+def agent_only(scenario: Path) -> bool:
+    actions = json.loads(scenario.read_text(encoding="utf-8")).get("actions", [])
+    return any(action["do"] in ("prompt", "continue") for action in actions)
+
+
+ALL = sorted(SCENARIOS.glob("*.json"))
+LOOP = [s for s in ALL if driver(s) == "loop"]
+AGENT_VIA_LOOP = [s for s in ALL if driver(s) == "agent" and not agent_only(s)]
+
+
+def test_the_scenarios_are_all_here() -> None:
+    assert len(LOOP) == 3
+    assert len(AGENT_VIA_LOOP) == 28
+
+
+@pytest.mark.parametrize("scenario", LOOP, ids=lambda path: path.stem)
+def test_loop_scenario(scenario: Path) -> None:
+    assert run_scenario(scenario) == expected_lines(scenario)
+
+
+def event_lines(lines: list[str]) -> list[str]:
+    return [
+        line for line in lines if '"type":"#run_end"' not in line and '"type":"#result"' not in line
+    ]
+
+
+@pytest.mark.parametrize("scenario", AGENT_VIA_LOOP, ids=lambda path: path.stem)
+def test_agent_scenario_events_through_the_loop(scenario: Path) -> None:
+    got = event_lines(run_scenario(scenario, driver="loop"))
+    assert got == event_lines(expected_lines(scenario))

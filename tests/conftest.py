@@ -1,0 +1,15 @@
+"""Test settings shared by the whole suite."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# "ci" (the default) runs enough examples to matter and stays inside CI's time
+# budget; "dev" is for quick local runs: HYPOTHESIS_PROFILE=dev pytest.
+settings.register_profile(
+    "ci", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -1,0 +1,985 @@
+"""Tests of trio_agent._json: pi's camelCase JSON, both ways, and strict loading (loop.md §1)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, ClassVar
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_agent import (
+    AgentEnd,
+    AgentMessage,
+    AgentStart,
+    AssistantContent,
+    AssistantMessage,
+    Cost,
+    ImageContent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    StreamDone,
+    StreamError,
+    TextContent,
+    TextDelta,
+    ThinkingContent,
+    ToolCall,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolResult,
+    ToolResultMessage,
+    TranscriptError,
+    TrioAgentError,
+    TurnEnd,
+    TurnStart,
+    Usage,
+    UserMessage,
+    dumps,
+    from_json,
+    loads,
+    register_message_kind,
+    to_json,
+)
+from trio_agent._json import _ALL_MESSAGES
+
+
+@register_message_kind
+@attrs.frozen(kw_only=True)
+class Bookmark:
+    """An application's own message kind, kept in the transcript, never shown to the model."""
+
+    role: ClassVar[str] = "bookmark"
+    label: str
+    created_at: int
+    note: str | None = None
+
+
+ZERO_USAGE_JSON: dict[str, Any] = {
+    "input": 0,
+    "output": 0,
+    "cacheRead": 0,
+    "cacheWrite": 0,
+    "totalTokens": 0,
+    "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0},
+}
+
+USAGE = Usage(
+    input=10,
+    output=20,
+    cache_read=3,
+    cache_write=5,
+    total_tokens=38,
+    cost=Cost(input=0.5, output=1.5, cache_read=0.25, cache_write=0.125, total=2.375),
+)
+USAGE_JSON = {
+    "input": 10,
+    "output": 20,
+    "cacheRead": 3,
+    "cacheWrite": 5,
+    "totalTokens": 38,
+    "cost": {"input": 0.5, "output": 1.5, "cacheRead": 0.25, "cacheWrite": 0.125, "total": 2.375},
+}
+
+
+def known_roles() -> str:
+    """The roles an unknown-role message lists: the builtins, ``bookmark``, and whatever other
+    test modules of the same session registered (the registry is process-wide)."""
+    return ", ".join(sorted(_ALL_MESSAGES))
+
+
+def problem(text: str, into: Any = list[AgentMessage]) -> str:
+    """The message of the TranscriptError that loading ``text`` raises."""
+    with pytest.raises(TranscriptError) as info:
+        loads(text, into)
+    return str(info.value)
+
+
+def problem_of(data: Any) -> str:
+    """The message of the TranscriptError that loading ``data`` as a transcript raises."""
+    return problem(json.dumps(data))
+
+
+USER = {"role": "user", "content": "hi", "timestamp": 1}
+
+# ------------------------------------------------------------------ pi's shape: blocks
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        pytest.param(TextContent("hi"), {"type": "text", "text": "hi"}, id="text"),
+        pytest.param(
+            TextContent("hi", text_signature="ts"),
+            {"type": "text", "text": "hi", "textSignature": "ts"},
+            id="text-signature",
+        ),
+        pytest.param(ThinkingContent("hm"), {"type": "thinking", "thinking": "hm"}, id="thinking"),
+        pytest.param(
+            ThinkingContent("", thinking_signature="sig", redacted=True),
+            {"type": "thinking", "thinking": "", "thinkingSignature": "sig", "redacted": True},
+            id="thinking-redacted",
+        ),
+        pytest.param(
+            ImageContent("iVBORw0KGgo=", "image/png"),
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            id="image",
+        ),
+        pytest.param(
+            ToolCall("call_1", "read", {"path": "a.txt", "lines": [1, 2]}),
+            {
+                "type": "toolCall",
+                "id": "call_1",
+                "name": "read",
+                "arguments": {"path": "a.txt", "lines": [1, 2]},
+            },
+            id="toolCall",
+        ),
+        pytest.param(
+            ToolCall("call_1", "read", {}, thought_signature="th"),
+            {
+                "type": "toolCall",
+                "id": "call_1",
+                "name": "read",
+                "arguments": {},
+                "thoughtSignature": "th",
+            },
+            id="toolCall-signature",
+        ),
+    ],
+)
+def test_block_json_is_pis_shape(block: Any, expected: dict[str, Any]) -> None:
+    assert expected == to_json(block)
+
+
+# ------------------------------------------------------------------ pi's shape: messages
+
+
+def test_user_message_with_string_content() -> None:
+    expected = {"role": "user", "content": "hi", "timestamp": 1}
+    assert expected == to_json(UserMessage("hi", timestamp=1))
+
+
+def test_user_message_with_blocks() -> None:
+    message = UserMessage.text("look", [ImageContent("R0lG", "image/gif")])
+    message = attrs.evolve(message, timestamp=2)
+    expected = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image", "data": "R0lG", "mimeType": "image/gif"},
+        ],
+        "timestamp": 2,
+    }
+    assert expected == to_json(message)
+
+
+def test_assistant_message_with_every_field() -> None:
+    message = AssistantMessage(
+        content=(
+            ThinkingContent("plan", thinking_signature="sig"),
+            TextContent("Reading.", text_signature="ts"),
+            ToolCall("call_1", "read", {"path": "a"}, thought_signature="th"),
+        ),
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude-x",
+        usage=USAGE,
+        stop_reason="error",
+        error_message="overloaded",
+        response_id="msg_1",
+        timestamp=3,
+    )
+    expected = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "plan", "thinkingSignature": "sig"},
+            {"type": "text", "text": "Reading.", "textSignature": "ts"},
+            {
+                "type": "toolCall",
+                "id": "call_1",
+                "name": "read",
+                "arguments": {"path": "a"},
+                "thoughtSignature": "th",
+            },
+        ],
+        "api": "anthropic-messages",
+        "provider": "anthropic",
+        "model": "claude-x",
+        "responseId": "msg_1",
+        "usage": USAGE_JSON,
+        "stopReason": "error",
+        "errorMessage": "overloaded",
+        "timestamp": 3,
+    }
+    assert expected == to_json(message)
+
+
+def test_assistant_message_leaves_out_none_and_false_keys() -> None:
+    message = AssistantMessage(
+        content=(ThinkingContent("t"), TextContent("x"), ToolCall("c", "f")), timestamp=4
+    )
+    expected = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "t"},
+            {"type": "text", "text": "x"},
+            {"type": "toolCall", "id": "c", "name": "f", "arguments": {}},
+        ],
+        "api": "",
+        "provider": "",
+        "model": "",
+        "usage": ZERO_USAGE_JSON,
+        "stopReason": "stop",
+        "timestamp": 4,
+    }
+    assert expected == to_json(message)
+
+
+def test_tool_result_message_with_every_field() -> None:
+    message = ToolResultMessage(
+        tool_call_id="call_1",
+        tool_name="read",
+        content=(TextContent("no such file"), ImageContent("AA==", "image/png")),
+        details={"path": "a", "tries": [1, 2]},
+        is_error=True,
+        usage=USAGE,
+        timestamp=5,
+    )
+    expected = {
+        "role": "toolResult",
+        "toolCallId": "call_1",
+        "toolName": "read",
+        "content": [
+            {"type": "text", "text": "no such file"},
+            {"type": "image", "data": "AA==", "mimeType": "image/png"},
+        ],
+        "details": {"path": "a", "tries": [1, 2]},
+        "isError": True,
+        "usage": USAGE_JSON,
+        "timestamp": 5,
+    }
+    assert expected == to_json(message)
+
+
+def test_tool_result_message_leaves_out_details_and_usage_when_none() -> None:
+    message = ToolResultMessage(
+        tool_call_id="call_1", tool_name="read", content=[TextContent("ok")], timestamp=6
+    )
+    expected = {
+        "role": "toolResult",
+        "toolCallId": "call_1",
+        "toolName": "read",
+        "content": [{"type": "text", "text": "ok"}],
+        "isError": False,
+        "timestamp": 6,
+    }
+    assert expected == to_json(message)
+
+
+def test_tool_result_keeps_falsy_details_other_than_none() -> None:
+    message = ToolResultMessage(tool_call_id="c", tool_name="f", details=0, timestamp=6)
+    expected = {
+        "role": "toolResult",
+        "toolCallId": "c",
+        "toolName": "f",
+        "content": [],
+        "details": 0,
+        "isError": False,
+        "timestamp": 6,
+    }
+    assert expected == to_json(message)
+
+
+def test_tool_result_json() -> None:
+    result = ToolResult.text("done", details={"n": 1}, terminate=True)
+    expected = {
+        "content": [{"type": "text", "text": "done"}],
+        "details": {"n": 1},
+        "terminate": True,
+    }
+    assert expected == to_json(result)
+
+
+def test_tool_result_json_leaves_out_none_keys() -> None:
+    expected: dict[str, Any] = {"content": []}
+    assert expected == to_json(ToolResult())
+
+
+def test_to_json_of_a_list_is_a_list() -> None:
+    expected = [USER, {"type": "text", "text": "x"}]
+    assert expected == to_json([UserMessage("hi", timestamp=1), TextContent("x")])
+
+
+def test_dumps_is_the_json_text_of_to_json() -> None:
+    messages = [UserMessage("hi", timestamp=1)]
+    expected = '[{"role": "user", "content": "hi", "timestamp": 1}]'
+    assert expected == dumps(messages)
+
+
+def test_dumps_keeps_unicode_as_is() -> None:
+    expected = '{"type": "text", "text": "é 日本 🦀"}'
+    assert expected == dumps(TextContent("é 日本 🦀"))
+
+
+def test_dumps_indents_on_request() -> None:
+    expected = '{\n  "type": "text",\n  "text": "x"\n}'
+    assert expected == dumps(TextContent("x"), indent=2)
+
+
+# ------------------------------------------------------------------ loading pi's JSON
+
+
+def test_loads_a_pi_assistant_message() -> None:
+    text = json.dumps(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Let me read it.", "thinkingSignature": "E1"},
+                    {"type": "text", "text": "Reading."},
+                    {"type": "toolCall", "id": "toolu_1", "name": "read", "arguments": {"p": 1}},
+                ],
+                "api": "anthropic-messages",
+                "provider": "anthropic",
+                "model": "claude-sonnet-4-5",
+                "usage": {
+                    "input": 10,
+                    "output": 20,
+                    "cacheRead": 0,
+                    "cacheWrite": 5,
+                    "totalTokens": 35,
+                    "cost": {
+                        "input": 0.5,
+                        "output": 1,
+                        "cacheRead": 0,
+                        "cacheWrite": 0.25,
+                        "total": 1.75,
+                    },
+                },
+                "stopReason": "toolUse",
+                "timestamp": 1712345678901,
+            }
+        ]
+    )
+    expected = [
+        AssistantMessage(
+            content=(
+                ThinkingContent("Let me read it.", thinking_signature="E1"),
+                TextContent("Reading."),
+                ToolCall("toolu_1", "read", {"p": 1}),
+            ),
+            api="anthropic-messages",
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+            usage=Usage(
+                input=10,
+                output=20,
+                cache_read=0,
+                cache_write=5,
+                total_tokens=35,
+                cost=Cost(input=0.5, output=1.0, cache_read=0.0, cache_write=0.25, total=1.75),
+            ),
+            stop_reason="toolUse",
+            timestamp=1712345678901,
+        )
+    ]
+    assert expected == loads(text)
+
+
+def test_loads_a_pi_tool_result_message() -> None:
+    text = json.dumps(
+        [
+            {
+                "role": "toolResult",
+                "toolCallId": "toolu_1",
+                "toolName": "read",
+                "content": [{"type": "text", "text": "hello"}],
+                "details": {"bytes": 5},
+                "isError": False,
+                "timestamp": 9,
+            }
+        ]
+    )
+    expected = [
+        ToolResultMessage(
+            tool_call_id="toolu_1",
+            tool_name="read",
+            content=(TextContent("hello"),),
+            details={"bytes": 5},
+            timestamp=9,
+        )
+    ]
+    assert expected == loads(text)
+
+
+def test_loads_a_message_without_timestamp_as_now() -> None:
+    before = time.time_ns() // 1_000_000
+    [message] = loads('[{"role": "user", "content": "hi"}]')
+    after = time.time_ns() // 1_000_000
+    expected = (UserMessage("hi", timestamp=message.timestamp), True)
+    assert expected == (message, before <= message.timestamp <= after)
+
+
+def test_loads_missing_optional_keys_as_defaults() -> None:
+    [message] = loads('[{"role": "assistant", "timestamp": 7}]')
+    assert AssistantMessage(timestamp=7) == message
+
+
+def test_loads_keys_written_with_their_default_values() -> None:
+    text = json.dumps(
+        [
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": "t", "redacted": False}],
+                "errorMessage": None,
+                "timestamp": 7,
+            }
+        ]
+    )
+    expected = [AssistantMessage(content=(ThinkingContent("t"),), timestamp=7)]
+    assert expected == loads(text)
+
+
+def test_loads_accepts_bytes() -> None:
+    expected = [UserMessage("hi", timestamp=1)]
+    assert expected == loads(b'[{"role": "user", "content": "hi", "timestamp": 1}]')
+
+
+def test_loads_one_message() -> None:
+    expected = UserMessage("hi", timestamp=1)
+    assert expected == loads(json.dumps(USER), UserMessage)
+
+
+def test_loads_one_message_of_any_kind() -> None:
+    expected = ToolResultMessage(tool_call_id="c", tool_name="f", timestamp=1)
+    text = '{"role": "toolResult", "toolCallId": "c", "toolName": "f", "timestamp": 1}'
+    assert expected == loads(text, AgentMessage)
+
+
+def test_loads_a_message_class_without_its_role_key() -> None:
+    expected = UserMessage("hi", timestamp=1)
+    assert expected == loads('{"content": "hi", "timestamp": 1}', UserMessage)
+
+
+def test_loads_a_list_of_blocks() -> None:
+    expected = [ThinkingContent("t", redacted=True), TextContent("x")]
+    text = (
+        '[{"type": "thinking", "thinking": "t", "redacted": true}, {"type": "text", "text": "x"}]'
+    )
+    assert expected == loads(text, list[AssistantContent])
+
+
+def test_from_json_reads_plain_data() -> None:
+    expected = [UserMessage("hi", timestamp=1)]
+    assert expected == from_json([USER])
+
+
+# ------------------------------------------------------------------ round trips
+
+
+def test_round_trip_of_a_transcript_of_every_kind() -> None:
+    messages: list[Any] = [
+        UserMessage("hi", timestamp=1),
+        UserMessage.text("see", [ImageContent("AA==", "image/png")]),
+        AssistantMessage(
+            content=(
+                ThinkingContent("", thinking_signature="opaque", redacted=True),
+                TextContent("ok", text_signature="ts"),
+                ToolCall("c1", "read", {"nested": {"list": [1, 2.5, None, True]}}),
+            ),
+            api="x",
+            usage=USAGE,
+            stop_reason="toolUse",
+            timestamp=2,
+        ),
+        ToolResultMessage(
+            tool_call_id="c1",
+            tool_name="read",
+            content=(TextContent("data"),),
+            details=[1, "two"],
+            is_error=True,
+            usage=USAGE,
+            timestamp=3,
+        ),
+        Bookmark(label="here", created_at=4),
+        AssistantMessage(stop_reason="aborted", error_message="Operation aborted", timestamp=5),
+    ]
+    assert messages == loads(dumps(messages))
+
+
+def test_round_trip_of_a_tool_result() -> None:
+    result = ToolResult(content=[TextContent("x")], details={"a": None}, terminate=False)
+    assert result == loads(dumps(result), ToolResult)
+
+
+# ------------------------------------------------------------------ strict loading
+
+
+def test_transcript_error_is_a_value_error_of_ours() -> None:
+    assert issubclass(TranscriptError, ValueError)
+    assert issubclass(TranscriptError, TrioAgentError)
+
+
+def test_unknown_key_is_an_error() -> None:
+    expected = "invalid JSON for list:\n  extra fields found (colour) @ $[1]"
+    assert expected == problem_of([USER, {**USER, "colour": "red"}])
+
+
+def test_unknown_key_in_a_block_is_an_error() -> None:
+    bad = {"role": "user", "content": [{"type": "text", "text": "a", "bold": True}]}
+    expected = "invalid JSON for list:\n  extra fields found (bold) @ $[1].content[0]"
+    assert expected == problem_of([USER, bad])
+
+
+def test_unknown_role_is_an_error() -> None:
+    expected = (
+        f"invalid JSON for list:\n  unknown message role 'system' (known: {known_roles()}) @ $[1]"
+    )
+    assert expected == problem_of([USER, {"role": "system", "content": "x"}])
+
+
+def test_missing_role_is_an_error() -> None:
+    expected = (
+        f"invalid JSON for list:\n  unknown message role None (known: {known_roles()}) @ $[0]"
+    )
+    assert expected == problem_of([{"content": "x"}])
+
+
+def test_unknown_block_type_is_an_error() -> None:
+    bad = {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "video"}]}
+    expected = (
+        "invalid JSON for list:\n"
+        "  unknown content block type 'video' (known: image, text) @ $[1].content[1]"
+    )
+    assert expected == problem_of([USER, bad])
+
+
+def test_block_type_not_allowed_in_an_assistant_message_is_an_error() -> None:
+    bad = {"role": "assistant", "content": [{"type": "image", "data": "A", "mimeType": "x"}]}
+    expected = (
+        "invalid JSON for list:\n"
+        "  unknown content block type 'image' (known: text, thinking, toolCall) @ $[0].content[0]"
+    )
+    assert expected == problem_of([bad])
+
+
+def test_block_type_not_allowed_in_a_user_message_is_an_error() -> None:
+    bad = {"role": "user", "content": [{"type": "thinking", "thinking": "t"}]}
+    expected = (
+        "invalid JSON for list:\n"
+        "  unknown content block type 'thinking' (known: image, text) @ $[0].content[0]"
+    )
+    assert expected == problem_of([bad])
+
+
+def test_wrong_type_of_a_string_field_is_an_error() -> None:
+    bad = {"role": "user", "content": [{"type": "text", "text": 5}]}
+    expected = "invalid JSON for list:\n  expected a string, got int 5 @ $[0].content[0].text"
+    assert expected == problem_of([bad])
+
+
+def test_wrong_type_of_a_boolean_field_is_an_error() -> None:
+    bad = {"role": "toolResult", "toolCallId": "c", "toolName": "f", "isError": "false"}
+    expected = "invalid JSON for list:\n  expected true or false, got str 'false' @ $[0].isError"
+    assert expected == problem_of([bad])
+
+
+def test_wrong_type_of_an_integer_field_is_an_error() -> None:
+    expected = "invalid JSON for list:\n  expected an integer, got str '7' @ $[0].timestamp"
+    assert expected == problem_of([{**USER, "timestamp": "7"}])
+
+
+def test_float_for_an_integer_field_is_an_error() -> None:
+    bad = {"role": "assistant", "usage": {**ZERO_USAGE_JSON, "input": 1.5}}
+    expected = "invalid JSON for list:\n  expected an integer, got float 1.5 @ $[0].usage.input"
+    assert expected == problem_of([bad])
+
+
+def test_boolean_for_a_number_field_is_an_error() -> None:
+    cost = {**ZERO_USAGE_JSON["cost"], "total": True}
+    bad = {"role": "assistant", "usage": {**ZERO_USAGE_JSON, "cost": cost}}
+    expected = "invalid JSON for list:\n  expected a number, got bool True @ $[0].usage.cost.total"
+    assert expected == problem_of([bad])
+
+
+def test_object_for_content_is_an_error() -> None:
+    bad = {"role": "assistant", "content": {"type": "text", "text": "x"}}
+    expected = (
+        "invalid JSON for list:\n"
+        "  expected a JSON array, got dict {'type': 'text', 'text': 'x'} @ $[0].content"
+    )
+    assert expected == problem_of([bad])
+
+
+def test_string_for_assistant_content_is_an_error() -> None:
+    expected = "invalid JSON for list:\n  expected a JSON array, got str 'hi' @ $[0].content"
+    assert expected == problem_of([{"role": "assistant", "content": "hi"}])
+
+
+def test_number_for_user_content_is_an_error() -> None:
+    expected = "invalid JSON for list:\n  expected a JSON array, got int 5 @ $[0].content"
+    assert expected == problem_of([{"role": "user", "content": 5}])
+
+
+def test_array_for_tool_arguments_is_an_error() -> None:
+    bad = {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": "c", "name": "f", "arguments": [1]}],
+    }
+    expected = "invalid JSON for list:\n  expected a mapping @ $[0].content[0].arguments"
+    assert expected == problem_of([bad])
+
+
+def test_a_transcript_must_be_an_array() -> None:
+    expected = "invalid JSON for list:\n  expected a JSON array, got dict {} @ $"
+    assert expected == problem("{}")
+
+
+def test_a_message_must_be_an_object() -> None:
+    expected = "invalid JSON for list:\n  expected a JSON object (message), got int @ $[1]"
+    assert expected == problem_of([USER, 5])
+
+
+def test_missing_required_key_is_an_error() -> None:
+    bad = {"role": "toolResult", "toolName": "f", "timestamp": 1}
+    expected = "invalid JSON for list:\n  required field missing @ $[0].toolCallId"
+    assert expected == problem_of([bad])
+
+
+def test_unknown_stop_reason_is_an_error() -> None:
+    expected = (
+        "invalid JSON for list:\n  unknown error (finished not in literal "
+        "typing.Literal['stop', 'length', 'toolUse', 'error', 'aborted']) @ $[0].stopReason"
+    )
+    assert expected == problem_of([{"role": "assistant", "stopReason": "finished"}])
+
+
+def test_every_problem_is_listed() -> None:
+    bad = [{"role": "user", "content": [{"type": "text"}], "extra": 1}, {"role": "nobody"}]
+    expected = (
+        "invalid JSON for list:\n"
+        "  required field missing @ $[0].content[0].text\n"
+        "  extra fields found (extra) @ $[0]\n"
+        f"  unknown message role 'nobody' (known: {known_roles()}) @ $[1]"
+    )
+    assert expected == problem_of(bad)
+
+
+def test_role_that_is_not_the_class_asked_for_is_an_error() -> None:
+    expected = "invalid JSON for UserMessage:\n  role 'assistant' is not 'user' @ $"
+    assert expected == problem('{"role": "assistant", "content": "x"}', UserMessage)
+
+
+def test_invalid_json_text_is_an_error() -> None:
+    expected = "not valid JSON: Expecting ',' delimiter: line 1 column 36 (char 35)"
+    assert expected == problem('[{"role": "user", "content": "hi"} {"role": "user"}]')
+
+
+def test_from_json_error_names_the_path() -> None:
+    with pytest.raises(TranscriptError) as info:
+        from_json([USER, {**USER, "content": [{"type": "image", "data": "A"}]}])
+    expected = "invalid JSON for list:\n  required field missing @ $[1].content[0].mimeType"
+    assert expected == str(info.value)
+
+
+# ------------------------------------------------------------------ custom message kinds
+
+
+def test_custom_message_dumps_in_camel_case_with_its_role() -> None:
+    expected = {"role": "bookmark", "label": "start", "createdAt": 12, "note": "first"}
+    assert expected == to_json(Bookmark(label="start", created_at=12, note="first"))
+
+
+def test_custom_message_loads_inside_a_transcript() -> None:
+    text = json.dumps([USER, {"role": "bookmark", "label": "start", "createdAt": 12, "note": None}])
+    expected = [UserMessage("hi", timestamp=1), Bookmark(label="start", created_at=12)]
+    assert expected == loads(text)
+
+
+def test_custom_message_loading_is_strict() -> None:
+    bad = {"role": "bookmark", "label": "x", "createdAt": "soon", "pinned": True}
+    expected = (
+        "invalid JSON for list:\n"
+        "  expected an integer, got str 'soon' @ $[0].createdAt\n"
+        "  extra fields found (pinned) @ $[0]"
+    )
+    assert expected == problem_of([bad])
+
+
+def test_a_registered_kind_is_among_the_known_roles() -> None:
+    expected = {"assistant", "bookmark", "toolResult", "user"}
+    assert expected == expected & set(known_roles().split(", "))
+
+
+def test_registering_a_class_again_is_allowed() -> None:
+    assert Bookmark is register_message_kind(Bookmark)
+
+
+def test_registering_a_builtin_role_is_an_error() -> None:
+    @attrs.frozen
+    class Impostor:
+        role: ClassVar[str] = "user"
+        content: str
+
+    with pytest.raises(ValueError, match="role 'user' is already used by UserMessage"):
+        register_message_kind(Impostor)
+
+
+def test_registering_a_role_already_taken_is_an_error() -> None:
+    @attrs.frozen
+    class OtherBookmark:
+        role: ClassVar[str] = "bookmark"
+        label: str
+
+    with pytest.raises(ValueError, match="role 'bookmark' is already used by Bookmark"):
+        register_message_kind(OtherBookmark)
+
+
+def test_registering_a_class_that_is_not_attrs_is_an_error() -> None:
+    class Plain:
+        role: ClassVar[str] = "plain"
+
+    with pytest.raises(TypeError, match="is not an attrs class"):
+        register_message_kind(Plain)
+
+
+def test_registering_a_class_without_a_role_is_an_error() -> None:
+    @attrs.frozen
+    class Roleless:
+        label: str
+
+    with pytest.raises(TypeError, match="Roleless needs a 'role' class attribute"):
+        register_message_kind(Roleless)
+
+
+# ------------------------------------------------------------------ events (written only)
+
+
+def test_turn_end_dumps() -> None:
+    reply = AssistantMessage(content=[ToolCall("c", "f")], stop_reason="toolUse", timestamp=1)
+    result = ToolResultMessage(tool_call_id="c", tool_name="f", timestamp=2)
+    expected = {
+        "type": "turn_end",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "toolCall", "id": "c", "name": "f", "arguments": {}}],
+            "api": "",
+            "provider": "",
+            "model": "",
+            "usage": ZERO_USAGE_JSON,
+            "stopReason": "toolUse",
+            "timestamp": 1,
+        },
+        "toolResults": [
+            {
+                "role": "toolResult",
+                "toolCallId": "c",
+                "toolName": "f",
+                "content": [],
+                "isError": False,
+                "timestamp": 2,
+            }
+        ],
+    }
+    assert expected == json.loads(dumps(TurnEnd(reply, [result])))
+
+
+def test_message_update_dumps_its_message_and_stream_event() -> None:
+    partial = AssistantMessage(content=[TextContent("Hel")], model="m", timestamp=1)
+    partial_json = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Hel"}],
+        "api": "",
+        "provider": "",
+        "model": "m",
+        "usage": ZERO_USAGE_JSON,
+        "stopReason": "stop",
+        "timestamp": 1,
+    }
+    expected = {
+        "type": "message_update",
+        "assistantMessageEvent": {
+            "type": "text_delta",
+            "contentIndex": 0,
+            "delta": "l",
+            "partial": partial_json,
+        },
+        "message": partial_json,
+    }
+    assert expected == json.loads(dumps(MessageUpdate(TextDelta(0, "l", partial))))
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        pytest.param(AgentStart(), {"type": "agent_start"}, id="agent_start"),
+        pytest.param(TurnStart(), {"type": "turn_start"}, id="turn_start"),
+        pytest.param(
+            AgentEnd([UserMessage("hi", timestamp=1), Bookmark(label="b", created_at=2)]),
+            {
+                "type": "agent_end",
+                "messages": [
+                    USER,
+                    {"role": "bookmark", "label": "b", "createdAt": 2, "note": None},
+                ],
+            },
+            id="agent_end",
+        ),
+        pytest.param(
+            MessageStart(UserMessage("hi", timestamp=1)),
+            {"type": "message_start", "message": USER},
+            id="message_start",
+        ),
+        pytest.param(
+            MessageEnd(UserMessage("hi", timestamp=1)),
+            {"type": "message_end", "message": USER},
+            id="message_end",
+        ),
+        pytest.param(
+            ToolExecutionStart("c", "read", {"path": "a"}),
+            {
+                "type": "tool_execution_start",
+                "toolCallId": "c",
+                "toolName": "read",
+                "args": {"path": "a"},
+            },
+            id="tool_execution_start",
+        ),
+        pytest.param(
+            ToolExecutionUpdate("c", "read", {"path": "a"}, ToolResult.text("50%")),
+            {
+                "type": "tool_execution_update",
+                "toolCallId": "c",
+                "toolName": "read",
+                "args": {"path": "a"},
+                "partialResult": {"content": [{"type": "text", "text": "50%"}]},
+            },
+            id="tool_execution_update",
+        ),
+        pytest.param(
+            ToolExecutionEnd("c", "read", ToolResult.text("boom", details={"code": 2}), True),
+            {
+                "type": "tool_execution_end",
+                "toolCallId": "c",
+                "toolName": "read",
+                "result": {"content": [{"type": "text", "text": "boom"}], "details": {"code": 2}},
+                "isError": True,
+            },
+            id="tool_execution_end",
+        ),
+    ],
+)
+def test_agent_event_dumps(event: Any, expected: dict[str, Any]) -> None:
+    assert expected == json.loads(dumps(event))
+
+
+def test_done_event_dumps() -> None:
+    message = AssistantMessage(content=[TextContent("x")], timestamp=1)
+    expected = {"type": "done", "reason": "stop", "message": to_json(message)}
+    assert expected == json.loads(dumps(StreamDone("stop", message)))
+
+
+def test_error_event_dumps_its_message_as_error() -> None:
+    message = AssistantMessage(
+        stop_reason="aborted", error_message="Operation aborted", timestamp=1
+    )
+    expected = {
+        "type": "error",
+        "reason": "aborted",
+        "error": {
+            "role": "assistant",
+            "content": [],
+            "api": "",
+            "provider": "",
+            "model": "",
+            "usage": ZERO_USAGE_JSON,
+            "stopReason": "aborted",
+            "errorMessage": "Operation aborted",
+            "timestamp": 1,
+        },
+    }
+    assert expected == json.loads(dumps(StreamError("aborted", message)))
+
+
+# ------------------------------------------------------------------ property: round trip
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+json_objects = st.dictionaries(st.text(), json_values, max_size=4)
+optional_text = st.none() | st.text()
+timestamps = st.integers(min_value=0, max_value=2**53)
+counts = st.integers(min_value=0, max_value=2**40)
+amounts = st.floats(min_value=0, allow_nan=False, allow_infinity=False)
+
+costs = st.builds(
+    Cost, input=amounts, output=amounts, cache_read=amounts, cache_write=amounts, total=amounts
+)
+usages = st.builds(
+    Usage,
+    input=counts,
+    output=counts,
+    cache_read=counts,
+    cache_write=counts,
+    total_tokens=counts,
+    cost=costs,
+)
+texts = st.builds(TextContent, st.text(), text_signature=optional_text)
+thinkings = st.builds(
+    ThinkingContent, st.text(), thinking_signature=optional_text, redacted=st.booleans()
+)
+images = st.builds(ImageContent, st.text(), st.sampled_from(["image/png", "image/jpeg", ""]))
+tool_calls = st.builds(
+    ToolCall, st.text(), st.text(), json_objects, thought_signature=optional_text
+)
+
+user_messages = st.builds(
+    UserMessage,
+    st.text() | st.lists(texts | images, max_size=4),
+    timestamp=timestamps,
+)
+assistant_messages = st.builds(
+    AssistantMessage,
+    content=st.lists(texts | thinkings | tool_calls, max_size=4),
+    api=st.text(),
+    provider=st.text(),
+    model=st.text(),
+    usage=usages,
+    stop_reason=st.sampled_from(["stop", "length", "toolUse", "error", "aborted"]),
+    error_message=optional_text,
+    response_id=optional_text,
+    timestamp=timestamps,
+)
+tool_result_messages = st.builds(
+    ToolResultMessage,
+    tool_call_id=st.text(),
+    tool_name=st.text(),
+    content=st.lists(texts | images, max_size=4),
+    details=json_values,
+    is_error=st.booleans(),
+    usage=st.none() | usages,
+    timestamp=timestamps,
+)
+bookmarks = st.builds(Bookmark, label=st.text(), created_at=timestamps, note=optional_text)
+transcripts = st.lists(
+    user_messages | assistant_messages | tool_result_messages | bookmarks, max_size=6
+)
+
+
+@given(transcripts)
+def test_any_transcript_survives_a_round_trip(messages: list[Any]) -> None:
+    assert messages == loads(dumps(messages))

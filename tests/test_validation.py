@@ -1,0 +1,517 @@
+"""Tests of trio_agent._validation: pi-ai's tool-argument coercion and TypeBox's error text."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trio_agent._errors import ToolArgumentsError, ToolDefinitionError
+from trio_agent._validation import ArgumentValidator, compile_validator
+
+ECHO = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
+
+
+def validate(schema: dict[str, Any], arguments: dict[str, Any], tool: str = "t") -> dict[str, Any]:
+    return compile_validator(schema, tool_name=tool).validate(tool, arguments)
+
+
+def failure(schema: dict[str, Any], arguments: dict[str, Any], tool: str = "t") -> str:
+    with pytest.raises(ToolArgumentsError) as info:
+        validate(schema, arguments, tool)
+    return str(info.value)
+
+
+def error_lines(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    message = failure(schema, arguments)
+    head, _, _ = message.partition("\n\nReceived arguments:\n")
+    return head.split("\n")[1:]
+
+
+def one_property(sub: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"v": sub}}
+
+
+def coerced(sub: dict[str, Any], value: Any) -> Any:
+    return validate(one_property(sub), {"v": value})["v"]
+
+
+# ------------------------------------------------------------------ recorded pi outputs
+
+
+def test_missing_required_property_message_is_pis() -> None:
+    expected = (
+        'Validation failed for tool "echo":\n'
+        "  - value: must have required properties value\n\n"
+        "Received arguments:\n{}"
+    )
+    assert expected == failure(ECHO, {}, tool="echo")
+
+
+def test_number_is_coerced_to_string_in_a_copy() -> None:
+    arguments = {"value": 5}
+    result = validate(ECHO, arguments, tool="echo")
+    expected = ({"value": "5"}, {"value": 5})
+    assert expected == (result, arguments)
+
+
+def test_numeric_string_is_coerced_to_integer() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    expected = {"n": 7}
+    assert expected == validate(schema, {"n": "7"})
+
+
+# ------------------------------------------------------------------ coercions
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, 0),
+        ("  7 ", 7),
+        ("1e3", 1000),
+        ("0x10", 16),
+        ("0b101", 5),
+        (".5", 0.5),
+        ("-2.5", -2.5),
+        ("\ufeff3\u3000", 3),
+        (True, 1),
+        (False, 0),
+        (4.5, 4.5),
+    ],
+)
+def test_number_coercion(value: Any, expected: Any) -> None:
+    result = coerced({"type": "number"}, value)
+    expected = (expected, type(expected))
+    assert expected == (result, type(result))
+
+
+@pytest.mark.parametrize("value", ["Infinity", "1e400", "1_000", "0x", "-0x10", "", "   ", "nan"])
+def test_number_coercion_leaves_non_finite_or_non_js_numbers(value: str) -> None:
+    expected = ["  - v: must be number"]
+    assert expected == error_lines(one_property({"type": "number"}), {"v": value})
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [(None, 0), ("7", 7), ("7.0", 7), (" 1e3", 1000), ("0x1F", 31), (True, 1), (False, 0)],
+)
+def test_integer_coercion(value: Any, number: int) -> None:
+    result = coerced({"type": "integer"}, value)
+    expected = (number, int)
+    assert expected == (result, type(result))
+
+
+def test_integer_coercion_leaves_a_fraction() -> None:
+    expected = ["  - v: must be integer"]
+    assert expected == error_lines(one_property({"type": "integer"}), {"v": "7.5"})
+
+
+def test_integral_float_is_an_integer() -> None:
+    expected = 7.0
+    assert expected == coerced({"type": "integer"}, 7.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, False), ("true", True), ("false", False), (1, True), (0, False), (1.0, True)],
+)
+def test_boolean_coercion(value: Any, expected: bool) -> None:
+    assert expected is coerced({"type": "boolean"}, value)
+
+
+@pytest.mark.parametrize("value", ["True", "yes", 2, "1"])
+def test_boolean_coercion_leaves_other_values(value: Any) -> None:
+    expected = ["  - v: must be boolean"]
+    assert expected == error_lines(one_property({"type": "boolean"}), {"v": value})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, ""),
+        (5, "5"),
+        (5.0, "5"),
+        (-0.0, "0"),
+        (0.1, "0.1"),
+        (1.5e-6, "0.0000015"),
+        (1e-7, "1e-7"),
+        (1e20, "100000000000000000000"),
+        (1e21, "1e+21"),
+        (123.456, "123.456"),
+        (2**60, "1152921504606847000"),
+        (True, "true"),
+        (False, "false"),
+    ],
+)
+def test_string_coercion_formats_like_javascript(value: Any, expected: str) -> None:
+    assert expected == coerced({"type": "string"}, value)
+
+
+@pytest.mark.parametrize("value", ["", 0, 0.0, False])
+def test_null_coercion(value: Any) -> None:
+    assert coerced({"type": "null"}, value) is None
+
+
+def test_value_of_one_listed_type_is_kept() -> None:
+    expected = 5
+    assert expected == coerced({"type": ["string", "number"]}, 5)
+
+
+def test_first_type_that_changes_the_value_wins() -> None:
+    expected = 0
+    assert expected == coerced({"type": ["integer", "string"]}, None)
+
+
+def test_listed_types_are_tried_in_order() -> None:
+    expected = "5.5"
+    assert expected == coerced({"type": ["integer", "string"]}, 5.5)
+
+
+def test_any_of_keeps_the_first_member_that_validates() -> None:
+    schema = {"anyOf": [{"type": "integer"}, {"type": "boolean"}]}
+    expected = (True, 5)
+    assert expected == (coerced(schema, "true"), coerced(schema, "5"))
+
+
+def test_any_of_member_order_decides_even_for_a_valid_value() -> None:
+    # pi's algorithm, so validate is not idempotent for every schema.
+    expected = 1
+    assert expected == coerced({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, True)
+
+
+def test_one_of_is_coerced_like_any_of() -> None:
+    expected = 5
+    assert expected == coerced({"oneOf": [{"type": "integer"}, {"type": "null"}]}, "5")
+
+
+def test_all_of_applies_every_member() -> None:
+    expected = 3
+    assert expected == coerced({"allOf": [{"type": "integer"}, {"minimum": 1}]}, "3")
+
+
+def test_nested_properties_items_and_additional_properties_are_coerced() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "rows": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"n": {"type": "integer"}}},
+            },
+            "extra": {"type": "object", "additionalProperties": {"type": "boolean"}},
+        },
+    }
+    arguments = {"rows": [{"n": "1"}, {"n": "2"}], "extra": {"a": "true", "b": 0}}
+    expected = {"rows": [{"n": 1}, {"n": 2}], "extra": {"a": True, "b": False}}
+    assert expected == validate(schema, arguments)
+
+
+def test_properties_are_coerced_only_under_an_object_type() -> None:
+    schema = {"properties": {"n": {"type": "integer"}}}
+    typed = validate({"type": "object", **schema}, {"n": "7"})
+    expected = ({"n": 7}, ["  - n: must be integer"])
+    assert expected == (typed, error_lines(schema, {"n": "7"}))
+
+
+def test_references_are_not_followed_by_coercion() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"count": {"type": "integer"}},
+        "properties": {"n": {"$ref": "#/$defs/count"}},
+    }
+    expected = ["  - n: must be integer"]
+    assert expected == error_lines(schema, {"n": "7"})
+
+
+def test_nested_input_is_not_mutated() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}
+    arguments = {"a": [1, 2]}
+    result = validate(schema, arguments)
+    expected = ({"a": ["1", "2"]}, {"a": [1, 2]})
+    assert expected == (result, arguments)
+
+
+# ------------------------------------------------------------------ messages and paths
+
+
+def test_wrong_type_that_cannot_be_coerced() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    expected = (
+        'Validation failed for tool "t":\n'
+        "  - n: must be integer\n\n"
+        'Received arguments:\n{\n  "n": "seven"\n}'
+    )
+    assert expected == failure(schema, {"n": "seven"})
+
+
+def test_several_errors_in_typebox_order() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "minLength": 3},
+            "b": {"type": "integer", "minimum": 1.5},
+        },
+        "required": ["a", "b", "c", "d"],
+        "additionalProperties": False,
+    }
+    expected = [
+        "  - c: must have required properties c, d",
+        "  - root: must not have additional properties",
+        "  - a: must not have fewer than 3 characters",
+        "  - b: must be >= 1.5",
+    ]
+    assert expected == error_lines(schema, {"a": "x", "b": 1, "z": 0})
+
+
+def test_nested_paths_use_dots_and_indices() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}},
+                    "required": ["name"],
+                },
+            }
+        },
+    }
+    expected = [
+        "  - items.1.name: must have required properties name",
+        "  - items.2.name: must be string",
+    ]
+    assert expected == error_lines(schema, {"items": [{"name": "a"}, {}, {"name": []}]})
+
+
+def test_missing_nested_property_path() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"outer": {"type": "object", "required": ["value"]}},
+    }
+    expected = ["  - outer.value: must have required properties value"]
+    assert expected == error_lines(schema, {"outer": {}})
+
+
+def test_any_of_failure_lists_members_then_any_of() -> None:
+    expected = [
+        "  - v: must be integer",
+        "  - v: must be boolean",
+        "  - v: must match a schema in anyOf",
+    ]
+    schema = one_property({"anyOf": [{"type": "integer"}, {"type": "boolean"}]})
+    assert expected == error_lines(schema, {"v": "x"})
+
+
+def test_one_of_matching_twice() -> None:
+    schema = one_property({"oneOf": [{"type": "integer"}, {"type": "number"}]})
+    expected = ["  - v: must match exactly one schema in oneOf"]
+    assert expected == error_lines(schema, {"v": 3})
+
+
+@pytest.mark.parametrize(
+    ("sub", "value", "message"),
+    [
+        ({"type": ["integer", "null"]}, [], "must be either integer or null"),
+        ({"minimum": 2}, 1, "must be >= 2"),
+        ({"maximum": 2.0}, 3, "must be <= 2"),
+        ({"exclusiveMinimum": 2}, 2, "must be > 2"),
+        ({"exclusiveMaximum": 2}, 2, "must be < 2"),
+        ({"multipleOf": 0.5}, 0.7, "must be multiple of 0.5"),
+        ({"minLength": 2}, "a", "must not have fewer than 2 characters"),
+        ({"maxLength": 1}, "ab", "must not have more than 1 characters"),
+        ({"pattern": "^a"}, "b", 'must match pattern "^a"'),
+        ({"format": "date"}, "2020-13-01", 'must match format "date"'),
+        ({"enum": [1, 2]}, 3, "must be equal to one of the allowed values"),
+        ({"const": 1}, 2, "must be equal to constant"),
+        ({"minItems": 2}, [1], "must not have fewer than 2 items"),
+        ({"maxItems": 1}, [1, 2], "must not have more than 1 items"),
+        ({"uniqueItems": True}, [1, 1], "must not have duplicate items"),
+        ({"contains": {"type": "string"}}, [1], "must contain at least 1 valid item"),
+        ({"minProperties": 1}, {}, "must not have fewer than 1 properties"),
+        ({"maxProperties": 0}, {"a": 1}, "must not have more than 0 properties"),
+        ({"not": {"type": "string"}}, "s", "must not be valid"),
+        ({"additionalProperties": False}, {"a": 1}, "must not have additional properties"),
+        ({"unevaluatedProperties": False}, {"a": 1}, "must not have unevaluated properties"),
+        ({"unevaluatedItems": False}, [1], "must not have unevaluated items"),
+        ({"propertyNames": {"maxLength": 1}}, {"ab": 1}, "property names ab are invalid"),
+        ({"if": {"type": "string"}, "then": {"minLength": 9}}, "s", 'must match "then" schema'),
+    ],
+)
+def test_typebox_message(sub: dict[str, Any], value: Any, message: str) -> None:
+    assert f"  - v: {message}" == error_lines(one_property(sub), {"v": value})[-1]
+
+
+def test_false_subschema() -> None:
+    expected = ["  - v: schema is false"]
+    assert expected == error_lines(one_property(False), {"v": 1})  # type: ignore[arg-type]
+
+
+def test_false_items_report_each_item() -> None:
+    schema = one_property({"type": "array", "items": False})
+    expected = ["  - v.0: schema is false", "  - v.1: schema is false"]
+    assert expected == error_lines(schema, {"v": [1, 2]})
+
+
+def test_else_branch_lists_its_errors() -> None:
+    schema = {"type": "object", "if": {"required": ["a"]}, "else": {"required": ["b"]}}
+    expected = ["  - b: must have required properties b", '  - root: must match "else" schema']
+    assert expected == error_lines(schema, {})
+
+
+def test_dependent_required() -> None:
+    schema = {"type": "object", "dependentRequired": {"a": ["b"]}}
+    expected = ["  - root: must have properties b when property a is present"]
+    assert expected == error_lines(schema, {"a": 1})
+
+
+def test_property_names_report_the_name_then_the_summary() -> None:
+    schema = {"type": "object", "propertyNames": {"maxLength": 2}}
+    expected = [
+        "  - abc: must not have more than 2 characters",
+        "  - root: property names abc are invalid",
+    ]
+    assert expected == error_lines(schema, {"abc": 1, "de": 2})
+
+
+def test_received_arguments_print_like_json_stringify() -> None:
+    message = failure(ECHO, {"value": [], "f": 5.0, "g": 1e-7, "10": 1, "2": None})
+    expected = '{\n  "2": null,\n  "10": 1,\n  "value": [],\n  "f": 5,\n  "g": 1e-7\n}'
+    assert expected == message.partition("Received arguments:\n")[2]
+
+
+def test_received_arguments_keep_non_ascii() -> None:
+    message = failure(ECHO, {"value": [], "name": "café"})
+    assert message.endswith('"name": "café"\n}')
+
+
+# ------------------------------------------------------------------ schemas
+
+
+def test_invalid_schema_names_the_tool() -> None:
+    with pytest.raises(ToolDefinitionError) as info:
+        compile_validator({"type": "objekt"}, tool_name="broken")
+    assert "tool 'broken'" in str(info.value)
+    assert "$.type" in str(info.value)
+
+
+def test_non_mapping_schema_names_the_tool() -> None:
+    with pytest.raises(ToolDefinitionError, match="tool 'broken'"):
+        compile_validator(["object"], tool_name="broken")  # type: ignore[arg-type]
+
+
+def test_schema_given_is_not_kept_by_reference() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    validator = compile_validator(schema, tool_name="t")
+    schema["properties"]["n"]["type"] = "string"  # type: ignore[index]
+    expected = {"n": 7}
+    assert expected == validator.validate("t", {"n": "7"})
+
+
+def test_schema_draft_is_taken_from_dollar_schema() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"p": {"type": "array", "items": [{"type": "integer"}, {"type": "boolean"}]}},
+    }
+    expected = {"p": [1, True, "x"]}
+    assert expected == validate(schema, {"p": ["1", "true", "x"]})
+
+
+def test_compiled_validator_type() -> None:
+    assert isinstance(compile_validator(ECHO, tool_name="echo"), ArgumentValidator)
+
+
+# ------------------------------------------------------------------ properties
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5)
+    | st.sampled_from(["7", "1e3", "true", "false", "", " 2.5", "0x10"]),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+MIXED = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string"},
+        "n": {"type": "integer"},
+        "f": {"type": "number"},
+        "b": {"type": "boolean"},
+        "z": {"type": "null"},
+        # Not [integer, boolean]: pi would turn its own `true` into 1 on a second pass.
+        "u": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 3}]},
+        "m": {"type": ["integer", "string"]},
+        "a": {"type": "array", "items": {"type": "number"}},
+        "o": {
+            "type": "object",
+            "properties": {"x": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+    },
+    "required": ["s"],
+}
+MIXED_VALIDATOR = compile_validator(MIXED, tool_name="mixed")
+MIXED_ARGUMENTS = st.fixed_dictionaries(
+    {"s": JSON_VALUES}, optional={key: JSON_VALUES for key in MIXED["properties"] if key != "s"}
+) | st.dictionaries(st.text(max_size=2), JSON_VALUES, max_size=3)
+
+
+@given(MIXED_ARGUMENTS)
+def test_validate_never_mutates_and_is_idempotent(arguments: dict[str, Any]) -> None:
+    before = copy.deepcopy(arguments)
+    try:
+        result = MIXED_VALIDATOR.validate("mixed", arguments)
+    except ToolArgumentsError:
+        result = None
+    assert json.dumps(before) == json.dumps(arguments)
+    if result is not None:
+        assert json.dumps(result) == json.dumps(MIXED_VALIDATOR.validate("mixed", result))
+
+
+FLAT = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "description": "d"},
+        "n": {"type": ["integer", "null"]},
+        "f": {"type": "number"},
+    },
+    "required": ["s"],
+    "additionalProperties": False,
+}
+FLAT_VALIDATOR = compile_validator(FLAT, tool_name="flat")
+SLOW_VALIDATOR = compile_validator({**FLAT, "minProperties": 0}, tool_name="flat")  # no fast path
+FLAT_ARGUMENTS = st.dictionaries(st.sampled_from(["s", "n", "f", "x"]), JSON_VALUES, max_size=4)
+
+
+@given(FLAT_ARGUMENTS)
+def test_fast_path_agrees_with_jsonschema(arguments: dict[str, Any]) -> None:
+    def outcome(validator: ArgumentValidator) -> str:
+        try:
+            return json.dumps(validator.validate("flat", arguments))
+        except ToolArgumentsError as error:
+            return str(error)
+
+    assert outcome(SLOW_VALIDATOR) == outcome(FLAT_VALIDATOR)
+
+
+def test_unresolvable_reference_is_an_unknown_error() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
+    expected = 'Validation failed for tool "t":\nUnknown validation error\n\nReceived'
+    assert expected == failure(schema, {"a": 1}).partition(" arguments:")[0]
+
+
+def test_arguments_that_are_not_an_object() -> None:
+    expected = (
+        'Validation failed for tool "echo":\n  - root: must be object\n\nReceived arguments:\nnull'
+    )
+    assert expected == failure(ECHO, None, tool="echo")  # type: ignore[arg-type]

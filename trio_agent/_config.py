@@ -1,0 +1,177 @@
+"""What a run is given: its context, its configuration and the hooks' arguments (loop.md §4-5)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ._messages import (
+    AgentMessage,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolResultContent,
+    ToolResultMessage,
+    Usage,
+)
+from ._model import Model
+from ._stream import ReasoningLevel, Timeouts
+from ._tools import AgentTool
+
+__all__ = [
+    "AfterToolCallContext",
+    "AfterToolCallResult",
+    "AgentContext",
+    "AgentLoopConfig",
+    "BeforeToolCallContext",
+    "BeforeToolCallResult",
+    "NextTurn",
+    "ThinkingLevel",
+    "ToolExecution",
+    "TurnContext",
+]
+
+ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+ToolExecution: TypeAlias = Literal["parallel", "sequential"]
+
+
+@attrs.frozen
+class AgentContext:
+    """The system prompt, the transcript and the tools of a run.
+
+    The loop never changes the sequences it is given: it works on a copy.
+    The contexts it hands to hooks hold read-only views of its transcript,
+    valid until the run's next change; copy them to keep them.
+    """
+
+    system_prompt: str = ""
+    messages: Sequence[AgentMessage] = ()
+    tools: Sequence[AgentTool] = ()
+
+
+@attrs.frozen(kw_only=True)
+class BeforeToolCallContext:
+    """What ``before_tool_call`` sees: the call, its validated ``args`` (a dict it may change in
+    place: ``execute`` gets the changed dict) and the run's context."""
+
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: dict[str, Any]
+    context: AgentContext
+
+
+@attrs.frozen(kw_only=True)
+class BeforeToolCallResult:
+    """``block=True`` stops the call: its result is the error ``reason`` (default
+    "Tool execution was blocked"), with ``terminate`` if set."""
+
+    block: bool = False
+    reason: str | None = None
+    terminate: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AfterToolCallContext:
+    """What ``after_tool_call`` sees: the call, its arguments, its result and whether it failed."""
+
+    assistant_message: AssistantMessage
+    tool_call: ToolCall
+    args: Any
+    result: ToolResult
+    is_error: bool
+    context: AgentContext
+
+
+@attrs.frozen(kw_only=True)
+class AfterToolCallResult:
+    """Overrides for a call's result, field by field; a field left ``None`` keeps its value."""
+
+    content: Sequence[ToolResultContent] | None = None
+    details: Any = None
+    usage: Usage | None = None
+    terminate: bool | None = None
+    is_error: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TurnContext:
+    """A finished turn, for ``should_stop_after_turn`` and ``prepare_next_turn``."""
+
+    message: AssistantMessage
+    tool_results: tuple[ToolResultMessage, ...]
+    context: AgentContext
+    new_messages: Sequence[AgentMessage]
+
+
+@attrs.frozen(kw_only=True)
+class NextTurn:
+    """What ``prepare_next_turn`` may change for the rest of the run (``None``: keep)."""
+
+    context: AgentContext | None = None
+    model: Model | None = None
+    thinking_level: ThinkingLevel | None = None
+
+
+def _hidden(key: str | None) -> str:
+    return "None" if key is None else "'***'"
+
+
+@attrs.frozen(kw_only=True)
+class AgentLoopConfig:
+    """How a run talks to its model and which hooks it calls. Only ``model`` is required.
+
+    Hooks are async callables; each is optional:
+
+    - ``convert_to_llm(messages) -> messages``: what the model sees of the
+      transcript (default: user, assistant and tool-result messages; the
+      default is kept incrementally, so its cost does not grow with the
+      transcript).
+    - ``transform_context(messages) -> messages``: applied before
+      ``convert_to_llm`` (pruning, summaries).
+    - ``get_api_key(provider) -> key | None``: asked before every model call
+      (keys that expire); falls back to ``api_key``.
+    - ``get_steering_messages()`` / ``get_follow_up_messages()``: the queues.
+    - ``before_tool_call`` / ``after_tool_call``: see their context classes.
+    - ``should_stop_after_turn(turn) -> bool``: end the run after this turn.
+    - ``prepare_next_turn(turn) -> NextTurn | None``: change the context,
+      model or thinking level before another turn.
+
+    An exception from any hook but the two tool hooks ends the run and
+    propagates (loop.md §7); the tool hooks' exceptions become error results.
+    ``api_key`` never appears in ``repr``.
+    """
+
+    model: Model
+    api_key: str | None = attrs.field(default=None, repr=_hidden)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning: ReasoningLevel | None = None
+    session_id: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    max_retries: int = 2
+    max_retry_delay: float = 60.0
+    timeouts: Timeouts = Timeouts()
+    tool_execution: ToolExecution = attrs.field(default="parallel")
+    convert_to_llm: Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None = None
+    transform_context: (
+        Callable[[Sequence[AgentMessage]], Awaitable[Sequence[AgentMessage]]] | None
+    ) = None
+    get_api_key: Callable[[str], Awaitable[str | None]] | None = None
+    get_steering_messages: Callable[[], Awaitable[Sequence[AgentMessage]]] | None = None
+    get_follow_up_messages: Callable[[], Awaitable[Sequence[AgentMessage]]] | None = None
+    before_tool_call: (
+        Callable[[BeforeToolCallContext], Awaitable[BeforeToolCallResult | None]] | None
+    ) = None
+    after_tool_call: (
+        Callable[[AfterToolCallContext], Awaitable[AfterToolCallResult | None]] | None
+    ) = None
+    should_stop_after_turn: Callable[[TurnContext], Awaitable[bool]] | None = None
+    prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = None
+
+    @tool_execution.validator
+    def _check_tool_execution(self, attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in ("parallel", "sequential"):
+            raise ValueError(f"tool_execution must be 'parallel' or 'sequential', not {value!r}")

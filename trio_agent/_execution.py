@@ -1,0 +1,417 @@
+"""Tool execution: one batch of tool calls from one assistant message (loop.md §5).
+
+A batch runs in one of three ways:
+
+* **truncated** — the message stopped for ``length``: no call runs, each gets
+  the truncation error (start, end, result message, one call after another);
+* **sequential** — the config or a tool asks for it: each call is started,
+  prepared, executed, finalized and its result message emitted before the next;
+* **parallel** (the default) — every call is started and prepared in source
+  order, then the prepared calls run concurrently, each ending when it
+  finishes, then the result messages follow in source order.
+
+Where the code runs. A call that runs alone (any sequential call, or the only
+prepared call of a parallel batch) runs in the loop task itself: spawning a
+task for it would cost more than the rest of the turn. Calls that run together
+run as child tasks of the run's nursery; each records its outcome in its own
+slot (:class:`CallState`) and then reports over a memory channel, and the loop
+task — the only task that emits while they run — emits their updates and ends
+as they arrive, then the result messages in source order. A call running in
+the loop task reports progress through a small pump task of the run (the loop
+task is busy running the tool), and the loop waits for the pump to drain
+before it emits the call's end, so updates always precede the end and
+listeners are never called concurrently.
+
+After an abort, :func:`finish_aborted_batch` gives every call exactly one
+result: the one it finished with, or "Operation aborted".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from ._config import AfterToolCallContext, BeforeToolCallContext
+from ._events import ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
+from ._messages import AssistantMessage, TextContent, ToolCall, ToolResult, ToolResultMessage
+from ._tools import AgentTool
+
+if TYPE_CHECKING:
+    from ._loop import _Run
+
+__all__ = ["ABORTED", "Batch", "CallState", "UpdatePump", "finish_aborted_batch", "run_batch"]
+
+ABORTED = "Operation aborted"
+_BLOCKED = "Tool execution was blocked"
+
+BatchMode = Literal["parallel", "sequential", "truncated"]
+
+
+def error_result(text: str) -> ToolResult:
+    """An error result as pi makes them: one text block and empty details."""
+    return ToolResult(content=(TextContent(text),), details={})
+
+
+def exception_text(exc: BaseException) -> str:
+    """The message an exception gives a model: its text, or its type when it has none."""
+    return str(exc) or type(exc).__name__
+
+
+def _truncated_text(name: str) -> str:
+    return (
+        f'Tool call "{name}" was not executed: the response hit the output token limit, '
+        "so its arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+
+
+class CallState:
+    """One call of a batch: how far it got, and its result once it has one."""
+
+    __slots__ = (
+        "accepting",
+        "args",
+        "ended",
+        "index",
+        "is_error",
+        "message",
+        "result",
+        "started",
+        "tool",
+        "tool_call",
+    )
+
+    def __init__(self, index: int, tool_call: ToolCall) -> None:
+        self.index = index
+        self.tool_call = tool_call
+        self.tool: AgentTool | None = None
+        self.args: dict[str, Any] = {}
+        self.result: ToolResult | None = None
+        self.is_error = True
+        self.started = False
+        self.ended = False
+        self.accepting = False
+        self.message: ToolResultMessage | None = None
+
+
+class Batch:
+    """The tool calls of one assistant message."""
+
+    __slots__ = ("assistant", "calls", "mode")
+
+    def __init__(
+        self, assistant: AssistantMessage, calls: tuple[ToolCall, ...], mode: BatchMode
+    ) -> None:
+        self.assistant = assistant
+        self.mode = mode
+        self.calls = [CallState(index, call) for index, call in enumerate(calls)]
+        if mode == "truncated":
+            for state in self.calls:
+                state.result = error_result(_truncated_text(state.tool_call.name))
+
+    @property
+    def messages(self) -> tuple[ToolResultMessage, ...]:
+        return tuple(state.message for state in self.calls if state.message is not None)
+
+    @property
+    def terminate(self) -> bool:
+        """True when every result asks to terminate (and there is at least one)."""
+        calls = self.calls
+        return bool(calls) and all(
+            s.result is not None and s.result.terminate is True for s in calls
+        )
+
+
+# --- the events of one call -----------------------------------------------------------
+
+
+async def _start(run: _Run, state: CallState) -> None:
+    call = state.tool_call
+    state.started = True
+    await run.emit(ToolExecutionStart(call.id, call.name, call.arguments))
+
+
+async def _end(run: _Run, state: CallState) -> None:
+    call = state.tool_call
+    result = state.result
+    assert result is not None
+    state.ended = True
+    await run.emit(ToolExecutionEnd(call.id, call.name, result, state.is_error))
+
+
+async def _announce(run: _Run, state: CallState) -> None:
+    call = state.tool_call
+    result = state.result
+    assert result is not None
+    message = ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=result.content,
+        details=result.details,
+        is_error=state.is_error,
+        usage=result.usage,
+    )
+    state.message = message
+    await run.announce(message)
+
+
+# --- preparing and executing ------------------------------------------------------------
+
+
+async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
+    """Find the tool, shim and validate the arguments, ask ``before_tool_call``.
+
+    On failure the call gets its (error) result now; otherwise ``state.tool``
+    and ``state.args`` are set and the call is ready to execute.
+    """
+    call = state.tool_call
+    tool = run.tool_map.get(call.name)
+    if tool is None:
+        state.result = error_result(f"Tool {call.name} not found")
+        return
+    try:
+        arguments: Any = call.arguments
+        if tool.prepare_arguments is not None:
+            arguments = tool.prepare_arguments(arguments)
+        args = tool.validate_arguments(arguments)
+        before = run.config.before_tool_call
+        if before is not None:
+            verdict = await before(
+                BeforeToolCallContext(
+                    assistant_message=batch.assistant,
+                    tool_call=call,
+                    args=args,
+                    context=run.context(),
+                )
+            )
+            # An abort the hook did not notice still stops the call here.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if verdict is not None and verdict.block:
+                result = error_result(verdict.reason or _BLOCKED)
+                if verdict.terminate is True:
+                    result = attrs.evolve(result, terminate=True)
+                state.result = result
+                return
+    except Exception as exc:  # a tool's or a hook's failure is the call's result
+        state.result = error_result(exception_text(exc))
+        return
+    state.tool = tool
+    state.args = args
+
+
+async def _execute(run: _Run, batch: Batch, state: CallState, on_update: Any) -> None:
+    """Run a prepared call and ``after_tool_call``; record the outcome in ``state``.
+
+    Cancellation: ``Cancelled`` propagates. The tool's own result is recorded
+    before ``after_tool_call`` runs, so a call whose hook is cut short by an
+    abort keeps the result the tool returned.
+    """
+    tool = state.tool
+    assert tool is not None
+    call = state.tool_call
+    await trio.lowlevel.checkpoint_if_cancelled()  # an abort starts no further tool
+    state.accepting = True
+    try:
+        result = await tool.execute(call.id, state.args, on_update)
+        if not isinstance(result, ToolResult):
+            raise TypeError(
+                f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
+            )
+        is_error = False
+    except Exception as exc:  # invariant 3: a tool's exception is data; Cancelled is not caught
+        result = error_result(exception_text(exc))
+        is_error = True
+    finally:
+        state.accepting = False
+    state.result = result
+    state.is_error = is_error
+    after = run.config.after_tool_call
+    if after is None:
+        return
+    try:
+        override = await after(
+            AfterToolCallContext(
+                assistant_message=batch.assistant,
+                tool_call=call,
+                args=state.args,
+                result=result,
+                is_error=is_error,
+                context=run.context(),
+            )
+        )
+        if override is not None:
+            result = ToolResult(
+                content=result.content if override.content is None else tuple(override.content),
+                details=result.details if override.details is None else override.details,
+                usage=result.usage if override.usage is None else override.usage,
+                terminate=result.terminate if override.terminate is None else override.terminate,
+            )
+            if override.is_error is not None:
+                is_error = override.is_error
+    except Exception as exc:
+        result = error_result(exception_text(exc))
+        is_error = True
+    state.result = result
+    state.is_error = is_error
+
+
+def _update_event(state: CallState, partial: ToolResult) -> ToolExecutionUpdate:
+    call = state.tool_call
+    return ToolExecutionUpdate(call.id, call.name, call.arguments, partial)
+
+
+async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
+    """Run one call in the loop task; its updates go through the run's pump."""
+    pump = run.pump()
+
+    def on_update(partial: ToolResult) -> None:
+        if state.accepting:
+            pump.push(_update_event(state, partial))
+
+    await _execute(run, batch, state, on_update)
+    await pump.wait_drained()
+
+
+async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
+    """Run several calls as child tasks; emit their updates and ends as they arrive."""
+    send, receive = run.batch_channel()
+
+    async def child(state: CallState) -> None:
+        def on_update(partial: ToolResult) -> None:
+            if state.accepting:
+                send.send_nowait((state, _update_event(state, partial)))
+
+        await _execute(run, batch, state, on_update)
+        # The buffer is unbounded: reporting never blocks and never checkpoints,
+        # so a call that finished (even in a shield, after an abort) has its
+        # outcome in its slot whatever happens to the loop task.
+        send.send_nowait((state, None))
+
+    for state in states:
+        run.nursery.start_soon(child, state)
+    remaining = len(states)
+    while remaining:
+        arrived = [await receive.receive()]
+        # Reports that arrive together (from tasks Trio ran in one scheduling
+        # batch, in an order it picks at random) are emitted in source order,
+        # each call's own reports keeping theirs: the trace of a scenario is
+        # the same on every run (invariant 13), as pi's is.
+        while True:
+            try:
+                arrived.append(receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        if len(arrived) > 1:
+            arrived.sort(key=lambda item: item[0].index)
+        for state, update in arrived:
+            if update is None:
+                remaining -= 1
+                await _end(run, state)
+            else:
+                await run.emit(update)
+
+
+# --- batches -------------------------------------------------------------------------------
+
+
+async def run_batch(run: _Run, batch: Batch) -> None:
+    """Execute a batch; afterwards every call has its result message (``batch.messages``)."""
+    calls = batch.calls
+    if batch.mode == "truncated":
+        for state in calls:
+            await _start(run, state)
+            await _end(run, state)
+            await _announce(run, state)
+    elif batch.mode == "sequential" or len(calls) == 1:
+        for state in calls:
+            await _start(run, state)
+            await _prepare(run, batch, state)
+            if state.result is None:
+                await _execute_inline(run, batch, state)
+            await _end(run, state)
+            await _announce(run, state)
+    else:
+        ready: list[CallState] = []
+        for state in calls:
+            await _start(run, state)
+            await _prepare(run, batch, state)
+            if state.result is None:
+                ready.append(state)
+            else:
+                await _end(run, state)
+        if len(ready) == 1:
+            await _execute_inline(run, batch, ready[0])
+            await _end(run, ready[0])
+        elif ready:
+            await _execute_concurrently(run, batch, ready)
+        for state in calls:
+            await _announce(run, state)
+
+
+async def finish_aborted_batch(run: _Run, batch: Batch) -> None:
+    """After an abort: give every call exactly one result and emit what is missing.
+
+    A call keeps the result it finished with; any other gets "Operation
+    aborted". What was not emitted yet follows in source order, in the shape
+    of the batch's mode: per call start, end and result message for a
+    sequential (or truncated) batch; starts and ends, then the result
+    messages, for a parallel one.
+    """
+    parallel = batch.mode == "parallel"
+    for state in batch.calls:
+        if not state.started:
+            await _start(run, state)
+        if not state.ended:
+            if state.result is None:
+                state.result = error_result(ABORTED)
+                state.is_error = True
+            await _end(run, state)
+        if not parallel and state.message is None:
+            await _announce(run, state)
+    for state in batch.calls:
+        if state.message is None:
+            await _announce(run, state)
+
+
+class UpdatePump:
+    """Emits the updates of a tool that runs in the loop task (see the module docs).
+
+    Started on the first update of a run, it lives in the run's nursery until
+    the run closes it.
+    """
+
+    __slots__ = ("_backlog", "_drained", "_receive", "_run", "_send", "_started")
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+        self._send, self._receive = trio.open_memory_channel[ToolExecutionUpdate](math.inf)
+        self._backlog = 0
+        self._drained: trio.Event | None = None
+        self._started = False
+
+    def push(self, event: ToolExecutionUpdate) -> None:
+        if not self._started:
+            self._started = True
+            self._run.nursery.start_soon(self._pump)
+        self._backlog += 1
+        self._send.send_nowait(event)
+
+    async def _pump(self) -> None:
+        async with self._receive:
+            async for event in self._receive:
+                await self._run.emit(event)
+                self._backlog -= 1
+                if self._backlog == 0 and self._drained is not None:
+                    self._drained.set()
+
+    async def wait_drained(self) -> None:
+        """Wait until every pushed update has been emitted."""
+        if self._backlog:
+            self._drained = trio.Event()
+            await self._drained.wait()
+            self._drained = None
+
+    def close(self) -> None:
+        self._send.close()

@@ -1,0 +1,634 @@
+"""The agent loop: ``run_agent_loop`` and ``run_agent_loop_continue`` (loop.md §4, §6, §7).
+
+A run is one task (the *loop task*) inside two scopes it owns::
+
+    with abort:                          # the caller's trio.CancelScope, or ours
+        async with trio.open_nursery():  # child tasks: parallel tools, the update pump
+            ... turns ...
+
+The loop task alone drives the state machine of loop.md §4, and it records
+how far it got in the :class:`_Run` object as it goes: whether a turn is open,
+which message has started without ending, what the streaming reply looked
+like at its last event, which tool calls have started, ended and been
+answered. An abort cancels both scopes' contents at their next checkpoint;
+when the ``Cancelled`` has unwound to ``abort`` (which catches it), the run
+is *outside* the cancelled scope again and :meth:`_Run.finish_aborted` emits
+what the grammar still owes from that record — the aborted reply, a result
+for every tool call, ``turn_end``, ``agent_end`` — so listeners can await
+normally while they handle those events.
+
+Anything else that escapes — a listener's or a hook's exception, a
+cancellation from outside, ``KeyboardInterrupt`` — propagates at once, as the
+single original exception: the nursery's exception group is taken apart by
+:func:`_one_exception` (invariant 8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from ._config import AgentContext, AgentLoopConfig, NextTurn, TurnContext
+from ._events import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    AssistantMessageEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    StreamDone,
+    StreamError,
+    TurnEnd,
+    TurnStart,
+)
+from ._execution import ABORTED, Batch, BatchMode, UpdatePump, finish_aborted_batch, run_batch
+from ._messages import (
+    AgentMessage,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from ._model import Model
+from ._stream import LlmContext, StreamFn, StreamOptions
+from ._tools import AgentTool
+from ._views import Prefix
+
+__all__ = ["AgentEmit", "default_convert_to_llm", "run_agent_loop", "run_agent_loop_continue"]
+
+AgentEmit = Callable[[AgentEvent], Awaitable[None]]
+"""The listener of a run: ``await emit(event)`` for every event, in order."""
+
+_LLM_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
+_BLOCK_EVENTS = frozenset(
+    {
+        "text_start",
+        "text_delta",
+        "text_end",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_end",
+        "toolcall_start",
+        "toolcall_delta",
+        "toolcall_end",
+    }
+)
+
+
+async def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Message]:
+    """Keep the user, assistant and tool-result messages; leave out custom kinds.
+
+    The loop does not call it when it is the configured hook (it keeps the
+    same filter incrementally). A checkpoint.
+    """
+    await trio.lowlevel.checkpoint()
+    return [message for message in messages if isinstance(message, _LLM_TYPES)]
+
+
+class _ListenerFailed(BaseException):
+    """A listener's exception on its way out through a stream function.
+
+    A ``BaseException``, so that a provider's ``except Exception`` (meant for
+    network errors) cannot swallow it; the loop unwraps it as soon as the
+    stream function has let it through.
+    """
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(original)
+        self.original = original
+
+
+def _one_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception a run lets escape from its nursery's group (invariant 8).
+
+    Precedence: ``KeyboardInterrupt`` and other non-``Exception`` errors, then
+    the first ``Exception`` (a listener's or a hook's), then ``Cancelled``
+    (what a cancellation from outside the run leaves).
+    """
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(reversed(exc.exceptions))
+        elif isinstance(exc, _ListenerFailed):
+            leaves.append(exc.original)
+        else:
+            leaves.append(exc)
+    for leaf in leaves:
+        if not isinstance(leaf, Exception | trio.Cancelled):
+            return leaf
+    errors = [leaf for leaf in leaves if isinstance(leaf, Exception)]
+    if errors:
+        for other in errors[1:]:
+            errors[0].add_note(f"trio_agent: the run also raised {other!r}")
+        return errors[0]
+    return leaves[0]
+
+
+class _Run:
+    """The state of one run: what the loop task has done so far (see the module docs)."""
+
+    def __init__(
+        self,
+        context: AgentContext,
+        config: AgentLoopConfig,
+        emit: AgentEmit,
+        stream_fn: StreamFn,
+    ) -> None:
+        self.config = config
+        self.listener = emit
+        self.abort: trio.CancelScope = trio.CancelScope()
+        self.undelivered: AgentEvent | None = None
+        self.stream_fn = stream_fn
+        self.model: Model = config.model
+        self.reasoning = config.reasoning
+        self.system_prompt = context.system_prompt
+        self.tools: tuple[AgentTool, ...] = tuple(context.tools)
+        self.tool_map = {tool.name: tool for tool in self.tools}
+        self.messages: list[AgentMessage] = list(context.messages)
+        self.new_messages: list[AgentMessage] = []
+        # What the model sees, kept incrementally for the default convert_to_llm.
+        self._llm_messages: list[Message] = []
+        self._llm_seen = 0
+        self._options: StreamOptions | None = None
+        self.nursery: trio.Nursery
+        self._pump: UpdatePump | None = None
+        self._channel: tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]] | None = (
+            None
+        )
+        # Progress, for finish_aborted.
+        self.agent_started = False
+        self.ended = False
+        self.turn_open = False
+        self.more = True
+        self.pending: list[AgentMessage] = []
+        self.open_message: AgentMessage | None = None
+        self.streaming = False
+        self.stream_started = False
+        self.partial: AssistantMessageEvent | None = None
+        self.final: AssistantMessage | None = None
+        self.assistant: AssistantMessage | None = None
+        self.batch: Batch | None = None
+
+    # -- shared helpers ----------------------------------------------------------------------
+
+    async def emit(self, event: AgentEvent) -> None:
+        """Deliver ``event`` to the listener — unless the run was aborted meanwhile.
+
+        Events after an abort are emitted outside the cancelled scope (loop.md
+        §6): an event the loop has already recorded as emitted but that met
+        an abort first is kept in ``undelivered``, and ``finish_aborted``
+        delivers it before anything else.
+        """
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            self.undelivered = event
+            raise
+        await self.listener(event)
+
+    def context(self) -> AgentContext:
+        """The run's context as hooks see it: read-only views, O(1) to make."""
+        return AgentContext(self.system_prompt, Prefix(self.messages), self.tools)
+
+    def _append(self, message: AgentMessage) -> None:
+        self.messages.append(message)
+        self.new_messages.append(message)
+
+    async def announce(self, message: AgentMessage) -> None:
+        """Append ``message`` and emit its ``message_start`` / ``message_end``."""
+        self._append(message)
+        self.open_message = message
+        await self.emit(MessageStart(message))
+        self.open_message = None
+        await self.emit(MessageEnd(message))
+
+    def pump(self) -> UpdatePump:
+        if self._pump is None:
+            self._pump = UpdatePump(self)
+        return self._pump
+
+    def batch_channel(self) -> tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]]:
+        if self._channel is None:
+            self._channel = trio.open_memory_channel[Any](float("inf"))
+        return self._channel
+
+    def close_pump(self) -> None:
+        if self._pump is not None:
+            self._pump.close()
+
+    def close_channels(self) -> None:
+        if self._channel is not None:
+            send, receive = self._channel
+            send.close()
+            receive.close()
+
+    # -- the state machine -------------------------------------------------------------------
+
+    async def main(self, prompts: Sequence[AgentMessage] | None) -> None:
+        if prompts:
+            self.pending = list(prompts)  # from here on, finish_aborted delivers them
+        await trio.lowlevel.checkpoint()
+        self.agent_started = True
+        await self.emit(AgentStart())
+        self.turn_open = True
+        await self.emit(TurnStart())
+        await self._inject()
+        await self._turns()
+
+    async def _inject(self) -> None:
+        pending = self.pending
+        while pending:
+            await self.announce(pending.pop(0))
+
+    async def _poll(
+        self, hook: Callable[[], Awaitable[Sequence[AgentMessage]]] | None
+    ) -> list[AgentMessage]:
+        return [] if hook is None else list(await hook())
+
+    async def _turns(self) -> None:
+        config = self.config
+        self.pending = await self._poll(config.get_steering_messages)
+        first_turn = True
+        last_turn: TurnContext | None = None  # made only when a hook will read it
+        while True:
+            self.more = True
+            while self.more or self.pending:
+                if not first_turn:
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    if config.prepare_next_turn is not None and last_turn is not None:
+                        self._apply(await config.prepare_next_turn(last_turn))
+                    if not self.pending:
+                        self.pending = await self._poll(config.get_steering_messages)
+                    self.turn_open = True
+                    self.assistant = None
+                    await self.emit(TurnStart())
+                await self._inject()
+                message = await self._stream_reply()
+                if message.stop_reason == "error" or message.stop_reason == "aborted":
+                    self.turn_open = False
+                    await self.emit(TurnEnd(message, ()))
+                    await self._end()
+                    return
+                results: tuple[ToolResultMessage, ...] = ()
+                self.more = False
+                batch = self.batch
+                if batch is not None:
+                    await run_batch(self, batch)
+                    results = batch.messages
+                    self.more = not batch.terminate
+                    self.batch = None
+                self.turn_open = False
+                first_turn = False
+                await self.emit(TurnEnd(message, results))
+                stop = config.should_stop_after_turn
+                if stop is not None or config.prepare_next_turn is not None:
+                    last_turn = TurnContext(
+                        message=message,
+                        tool_results=results,
+                        context=self.context(),
+                        new_messages=Prefix(self.new_messages),
+                    )
+                    if stop is not None and await stop(last_turn):
+                        await self._end()
+                        return
+                self.pending = await self._poll(config.get_steering_messages)
+            follow_ups = await self._poll(config.get_follow_up_messages)
+            if not follow_ups:
+                break
+            self.pending = follow_ups
+        await self._end()
+
+    async def _end(self) -> None:
+        self.ended = True
+        await self.emit(AgentEnd(tuple(self.new_messages)))
+
+    def _apply(self, next_turn: NextTurn | None) -> None:
+        """Take what ``prepare_next_turn`` changed, for the rest of the run."""
+        if next_turn is None:
+            return
+        if next_turn.context is not None:
+            context = next_turn.context
+            self.system_prompt = context.system_prompt
+            self.messages = list(context.messages)
+            self.tools = tuple(context.tools)
+            self.tool_map = {tool.name: tool for tool in self.tools}
+            self._llm_messages = []
+            self._llm_seen = 0
+        if next_turn.model is not None:
+            self.model = next_turn.model
+        if next_turn.thinking_level is not None:
+            level = next_turn.thinking_level
+            self.reasoning = None if level == "off" else level
+            self._options = None
+
+    # -- streaming the reply ---------------------------------------------------------------------
+
+    async def _llm_view(self) -> Sequence[Message]:
+        config = self.config
+        convert = config.convert_to_llm
+        messages: Sequence[AgentMessage] = Prefix(self.messages)
+        if config.transform_context is not None:
+            messages = await config.transform_context(messages)
+        elif convert is None or convert is default_convert_to_llm:
+            # The default filter, kept incrementally: O(new messages) per turn.
+            seen = self.messages
+            kept = self._llm_messages
+            for index in range(self._llm_seen, len(seen)):
+                message = seen[index]
+                if isinstance(message, _LLM_TYPES):
+                    kept.append(message)
+            self._llm_seen = len(seen)
+            return Prefix(kept)
+        if convert is None:
+            convert = default_convert_to_llm
+        return await convert(messages)
+
+    def _stream_options(self, api_key: str | None) -> StreamOptions:
+        options = self._options
+        if options is None or options.api_key != api_key:
+            config = self.config
+            options = StreamOptions(
+                api_key=api_key,
+                temperature=config.temperature,
+                max_tokens=config.max_tokens,
+                reasoning=self.reasoning,
+                session_id=config.session_id,
+                headers=config.headers,
+                max_retries=config.max_retries,
+                max_retry_delay=config.max_retry_delay,
+                timeouts=config.timeouts,
+            )
+            self._options = options
+        return options
+
+    async def _stream_reply(self) -> AssistantMessage:
+        self.streaming = True
+        self.stream_started = False
+        self.partial = None
+        self.final = None
+        config = self.config
+        llm_messages = await self._llm_view()
+        api_key = None
+        if config.get_api_key is not None:
+            api_key = await config.get_api_key(self.model.provider)
+        options = self._stream_options(api_key or config.api_key)
+        await trio.lowlevel.checkpoint_if_cancelled()  # an abort sends no further request
+        context = LlmContext(self.system_prompt, llm_messages, self.tools)
+        try:
+            returned = await self.stream_fn(self.model, context, options, self._on_stream_event)
+        except _ListenerFailed as failed:
+            raise failed.original from None
+        final = self.final
+        if final is None:
+            if not isinstance(returned, AssistantMessage):
+                raise TypeError(
+                    f"stream function {self.stream_fn!r} returned {returned!r}, "
+                    "not an AssistantMessage, and emitted no done or error event"
+                )
+            final = returned
+        return await self._settle(final, self.stream_started)
+
+    async def _on_stream_event(self, event: AssistantMessageEvent) -> None:
+        """The ``emit`` a stream function gets: turns stream events into agent events."""
+        kind = event.type
+        if kind in _BLOCK_EVENTS:
+            if self.stream_started and self.final is None:
+                self.partial = event
+                try:
+                    await self.emit(MessageUpdate(event))
+                except Exception as exc:
+                    raise _ListenerFailed(exc) from None
+        elif kind == "start":
+            if not self.stream_started and self.final is None:
+                self.stream_started = True
+                self.partial = event
+                try:
+                    await self.emit(MessageStart(event.partial))  # type: ignore[union-attr]
+                except Exception as exc:
+                    raise _ListenerFailed(exc) from None
+        elif self.final is None:
+            if isinstance(event, StreamDone):
+                self.final = event.message
+            elif isinstance(event, StreamError):
+                self.final = event.error
+
+    async def _settle(self, final: AssistantMessage, started: bool) -> AssistantMessage:
+        """Make ``final`` the turn's reply: append it, prepare its tool batch, announce it."""
+        self._append(final)
+        self.assistant = final
+        self.streaming = False
+        if final.stop_reason != "error" and final.stop_reason != "aborted":
+            calls = final.tool_calls
+            if calls:
+                self.batch = Batch(final, calls, self._batch_mode(final, calls))
+        if not started:
+            self.open_message = final
+            await self.emit(MessageStart(final))
+        self.open_message = None
+        await self.emit(MessageEnd(final))
+        return final
+
+    def _batch_mode(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> BatchMode:
+        if message.stop_reason == "length":
+            return "truncated"
+        if self.config.tool_execution == "sequential":
+            return "sequential"
+        tools = self.tool_map
+        for call in calls:
+            tool = tools.get(call.name)
+            if tool is not None and tool.execution_mode == "sequential":
+                return "sequential"
+        return "parallel"
+
+    # -- after an abort -------------------------------------------------------------------------
+
+    def _aborted(self, base: AssistantMessage | None = None) -> AssistantMessage:
+        if base is None:
+            model = self.model
+            base = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+        return attrs.evolve(base, stop_reason="aborted", error_message=ABORTED)
+
+    async def finish_aborted(self) -> None:
+        """Emit what the grammar still owes after an abort (loop.md §6).
+
+        Runs outside the cancelled scope and calls nothing but ``emit``: no
+        hook, no model, no tool.
+        """
+        emit = self.emit
+        if self.undelivered is not None:
+            event, self.undelivered = self.undelivered, None
+            await self.listener(event)
+        if self.ended:
+            return
+        if not self.agent_started:
+            self.agent_started = True
+            await emit(AgentStart())
+            self.turn_open = True
+            await emit(TurnStart())
+        if self.open_message is not None:
+            message = self.open_message
+            self.open_message = None
+            await emit(MessageEnd(message))
+        if self.turn_open:
+            if self.streaming:
+                reply = self.final
+                if reply is None:
+                    partial = self.partial
+                    reply = self._aborted(None if partial is None else partial.partial)  # type: ignore[union-attr]
+                await self._settle(reply, self.stream_started)
+            elif self.assistant is None:
+                await self._inject()
+                reply = await self._settle(self._aborted(), False)
+            else:
+                reply = self.assistant
+            results: tuple[ToolResultMessage, ...] = ()
+            self.more = False
+            batch = self.batch
+            if batch is not None:
+                await finish_aborted_batch(self, batch)
+                results = batch.messages
+                self.more = not batch.terminate
+                self.batch = None
+            self.turn_open = False
+            await emit(TurnEnd(reply, results))
+            if reply.stop_reason == "error" or reply.stop_reason == "aborted":
+                await self._end()
+                return
+        if self.more or self.pending:
+            self.turn_open = True
+            await emit(TurnStart())
+            await self._inject()
+            reply = await self._settle(self._aborted(), False)
+            self.turn_open = False
+            await emit(TurnEnd(reply, ()))
+        await self._end()
+
+
+def _check_messages(name: str, messages: Any) -> None:
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise TypeError(
+            f"{name} must be a sequence of messages, not {type(messages).__name__} "
+            f"{messages!r:.80}; for text, pass [UserMessage.text(...)]"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(getattr(message, "role", None), str):
+            raise TypeError(
+                f"{name}[{index}] is {message!r:.80}, not a message (an object with a role)"
+            )
+
+
+def _check_run_arguments(context: Any, config: Any, emit: Any) -> None:
+    if not isinstance(context, AgentContext):
+        raise TypeError(f"context must be an AgentContext, not {type(context).__name__}")
+    if not isinstance(config, AgentLoopConfig):
+        raise TypeError(f"config must be an AgentLoopConfig, not {type(config).__name__}")
+    if not callable(emit):
+        raise TypeError(f"emit must be an async callable taking an event, not {emit!r}")
+    _check_messages("context.messages", context.messages)
+
+
+def _resolve_stream_fn(config: AgentLoopConfig, stream_fn: StreamFn | None) -> StreamFn:
+    if stream_fn is not None:
+        return stream_fn
+    from .providers import get_stream_fn, stream
+
+    get_stream_fn(config.model.api)  # an unknown api is an error before anything is emitted
+    return stream
+
+
+async def _drive(
+    run: _Run, prompts: Sequence[AgentMessage] | None, abort: trio.CancelScope | None
+) -> list[AgentMessage]:
+    if abort is None:
+        abort = trio.CancelScope()
+    elif getattr(abort, "_has_been_entered", False):
+        raise RuntimeError(
+            "this abort scope was already used by another run; "
+            "make a new trio.CancelScope() for each run"
+        )
+    run.abort = abort
+    try:
+        with abort:
+            # The nursery holds the run's child tasks (parallel tool calls, the
+            # update pump), so that none of them can outlive the run.
+            async with trio.open_nursery() as nursery:
+                run.nursery = nursery
+                try:
+                    await run.main(prompts)
+                finally:
+                    run.close_pump()
+    except BaseExceptionGroup as group:
+        raise _one_exception(group) from None
+    finally:
+        run.close_channels()
+    if not run.ended or run.undelivered is not None:
+        await run.finish_aborted()
+    return run.new_messages
+
+
+async def run_agent_loop(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: AgentEmit,
+    abort: trio.CancelScope | None = None,
+    stream_fn: StreamFn | None = None,
+) -> list[AgentMessage]:
+    """Run the agent on ``prompts`` appended to ``context``; return the run's new messages.
+
+    Emits ``agent_start``, ``turn_start``, ``message_start`` / ``message_end``
+    for each prompt, then runs turns — stream a reply, execute its tool calls,
+    feed the results back — until the model stops, a hook stops the run, or
+    ``abort`` is cancelled. ``emit`` is awaited for every event, in order
+    (a slow listener slows the run). ``context`` is not changed: the run works
+    on a copy, and returns the messages it added (the prompts first).
+    ``stream_fn`` defaults to :func:`trio_agent.providers.stream`.
+
+    Cancellation: ``abort.cancel()`` (from any task, even before the run
+    starts) ends the run promptly and normally — the partial reply is kept
+    with ``stop_reason="aborted"``, every tool call gets a result ("Operation
+    aborted" if it had none), and the events a listener expects follow (loop.md
+    §6). A cancellation from outside the run, or ``KeyboardInterrupt``,
+    propagates at once. An exception from ``emit`` or from a hook other than
+    the tool hooks ends the run and propagates unchanged, never as an
+    exception group. Always a checkpoint.
+    """
+    _check_messages("prompts", prompts)
+    _check_run_arguments(context, config, emit)
+    run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+    return await _drive(run, tuple(prompts), abort)
+
+
+async def run_agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: AgentEmit,
+    abort: trio.CancelScope | None = None,
+    stream_fn: StreamFn | None = None,
+) -> list[AgentMessage]:
+    """Continue the agent from ``context`` as it is (its last message must not be the assistant's).
+
+    Used to retry after an error or to resume a saved transcript that ends
+    with a user message or tool results. Emits ``agent_start`` and
+    ``turn_start``, then runs turns as :func:`run_agent_loop` does, and
+    returns the new messages. Raises ``ValueError("Cannot continue: no
+    messages in context")`` or ``ValueError("Cannot continue from message
+    role: assistant")`` before emitting anything. Cancellation and errors as
+    for :func:`run_agent_loop`. Always a checkpoint.
+    """
+    _check_run_arguments(context, config, emit)
+    if not context.messages:
+        await trio.lowlevel.checkpoint()
+        raise ValueError("Cannot continue: no messages in context")
+    if context.messages[-1].role == "assistant":
+        await trio.lowlevel.checkpoint()
+        raise ValueError("Cannot continue from message role: assistant")
+    run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+    return await _drive(run, None, abort)

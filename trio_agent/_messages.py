@@ -1,0 +1,248 @@
+"""Messages and content blocks: the transcript's vocabulary (loop.md §1).
+
+Every class here is a frozen, slotted attrs class. Only the essential fields
+are required, so ``UserMessage(content="hi")`` is a whole message; the
+timestamp defaults to now, in milliseconds since the epoch (as pi).
+Essential fields may be given by position, optional ones only by keyword.
+Change a message with :func:`attrs.evolve`.
+
+The JSON form (pi's camelCase shape) is produced by :func:`trio_agent.dumps`
+and read by :func:`trio_agent.loads`; see ``_json.py``.
+
+An application may keep messages of its own kinds in a transcript: any attrs
+class with a ``role`` class attribute (see :class:`CustomMessage`). The default
+``convert_to_llm`` leaves them out of what the model sees;
+:func:`trio_agent.register_message_kind` makes them loadable from JSON.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias
+
+import attrs
+
+__all__ = [
+    "AgentMessage",
+    "AssistantContent",
+    "AssistantMessage",
+    "Content",
+    "Cost",
+    "CustomMessage",
+    "ImageContent",
+    "Message",
+    "StopReason",
+    "TextContent",
+    "ThinkingContent",
+    "ToolCall",
+    "ToolResult",
+    "ToolResultContent",
+    "ToolResultMessage",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+    "now_ms",
+]
+
+StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
+"""Why an assistant message ended. ``error`` and ``aborted`` end the run."""
+
+
+def now_ms() -> int:
+    """The current time in whole milliseconds since the epoch (pi's timestamps)."""
+    return time.time_ns() // 1_000_000
+
+
+# --- content blocks -----------------------------------------------------------
+
+
+@attrs.frozen
+class TextContent:
+    """A block of text, in any message."""
+
+    type: ClassVar[Literal["text"]] = "text"
+    text: str
+    text_signature: str | None = attrs.field(default=None, kw_only=True)
+
+
+@attrs.frozen
+class ThinkingContent:
+    """The model's reasoning, in an assistant message.
+
+    ``thinking_signature`` is the provider's opaque token for replaying the
+    block; ``redacted`` marks a block whose text the provider withheld.
+    """
+
+    type: ClassVar[Literal["thinking"]] = "thinking"
+    thinking: str
+    thinking_signature: str | None = attrs.field(default=None, kw_only=True)
+    redacted: bool = attrs.field(default=False, kw_only=True)
+
+
+@attrs.frozen
+class ImageContent:
+    """An image, base64-encoded, in a user message or a tool result."""
+
+    type: ClassVar[Literal["image"]] = "image"
+    data: str
+    mime_type: str
+
+
+@attrs.frozen
+class ToolCall:
+    """A request from the model to run tool ``name`` with ``arguments`` (a parsed JSON object)."""
+
+    type: ClassVar[Literal["toolCall"]] = "toolCall"
+    id: str
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    thought_signature: str | None = attrs.field(default=None, kw_only=True)
+
+
+UserContent: TypeAlias = TextContent | ImageContent
+ToolResultContent: TypeAlias = TextContent | ImageContent
+AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
+Content: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
+
+
+def _user_content(value: str | Iterable[UserContent]) -> str | tuple[UserContent, ...]:
+    return value if isinstance(value, str) else tuple(value)
+
+
+def _assistant_content(value: Iterable[AssistantContent]) -> tuple[AssistantContent, ...]:
+    return tuple(value)
+
+
+def _result_content(value: Iterable[ToolResultContent]) -> tuple[ToolResultContent, ...]:
+    return tuple(value)
+
+
+# --- usage --------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Cost:
+    """What a reply cost, in the currency of the model's cost table."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+    total: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Tokens a reply used: ``input`` excludes cache reads, ``output`` includes reasoning."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost: Cost = Cost()
+
+
+_NO_USAGE = Usage()
+
+# --- messages -----------------------------------------------------------------
+
+
+@attrs.frozen
+class UserMessage:
+    """A message from the user: a string, or text and image blocks."""
+
+    role: ClassVar[Literal["user"]] = "user"
+    content: str | tuple[UserContent, ...] = attrs.field(converter=_user_content)
+    timestamp: int = attrs.field(factory=now_ms, kw_only=True)
+
+    @classmethod
+    def text(cls, text: str, images: Iterable[ImageContent] = ()) -> UserMessage:
+        """A user message of one text block, followed by ``images``."""
+        return cls((TextContent(text), *images))
+
+
+@attrs.frozen(kw_only=True)
+class AssistantMessage:
+    """A reply of the model: text, thinking and tool calls, and why it stopped.
+
+    ``stop_reason`` is ``"error"`` (``error_message`` says what happened) when
+    the provider, the network or the server failed, and ``"aborted"`` when the
+    run was aborted while it streamed; the content received before either is
+    kept.
+    """
+
+    role: ClassVar[Literal["assistant"]] = "assistant"
+    content: tuple[AssistantContent, ...] = attrs.field(default=(), converter=_assistant_content)
+    api: str = ""
+    provider: str = ""
+    model: str = ""
+    usage: Usage = _NO_USAGE
+    stop_reason: StopReason = "stop"
+    error_message: str | None = None
+    response_id: str | None = None
+    timestamp: int = attrs.field(factory=now_ms)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls of the message, in source order."""
+        return tuple(block for block in self.content if type(block) is ToolCall)
+
+    @property
+    def text(self) -> str:
+        """The text blocks of the message, joined."""
+        return "".join(block.text for block in self.content if type(block) is TextContent)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultMessage:
+    """The result of tool call ``tool_call_id``, as the model will see it."""
+
+    role: ClassVar[Literal["toolResult"]] = "toolResult"
+    tool_call_id: str
+    tool_name: str
+    content: tuple[ToolResultContent, ...] = attrs.field(default=(), converter=_result_content)
+    details: Any = None
+    is_error: bool = False
+    usage: Usage | None = None
+    timestamp: int = attrs.field(factory=now_ms)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """What a tool returns (and what it reports as progress through ``on_update``).
+
+    ``details`` is for the application (a UI, a log) and is not sent to the
+    model. ``terminate=True`` asks the loop not to call the model again after
+    this batch; it takes effect only when every result of the batch asks.
+    """
+
+    content: tuple[ToolResultContent, ...] = attrs.field(default=(), converter=_result_content)
+    details: Any = None
+    terminate: bool | None = None
+    usage: Usage | None = None
+
+    @classmethod
+    def text(cls, text: str, *, details: Any = None, terminate: bool | None = None) -> ToolResult:
+        """A result of one text block."""
+        return cls(content=(TextContent(text),), details=details, terminate=terminate)
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+"""The messages a model understands."""
+
+
+class CustomMessage(Protocol):
+    """An application's own message kind: any object with a ``role`` string.
+
+    Custom messages live in the transcript; ``convert_to_llm`` decides what the
+    model sees of them (the default leaves them out).
+    """
+
+    @property
+    def role(self) -> str: ...
+
+
+AgentMessage: TypeAlias = Message | CustomMessage
+"""Anything a transcript may hold."""

@@ -1,0 +1,423 @@
+"""The stream protocol between the loop and a model provider (loop.md §3).
+
+A *stream function* is::
+
+    async def stream_fn(
+        model: Model,
+        context: LlmContext,
+        options: StreamOptions,
+        emit: Callable[[AssistantMessageEvent], Awaitable[None]],
+    ) -> AssistantMessage
+
+It awaits ``emit`` for each event, in order — ``start``, the block events,
+then ``done`` or ``error`` — so the loop has handled event *n* before event
+*n + 1* exists (lock-step), and returns the final message it announced.
+
+Its promises:
+
+* It never raises for what the provider, the network or the server do: those
+  end with an ``error`` event and a message with ``stop_reason="error"``.
+* When cancelled it lets ``trio.Cancelled`` propagate; the loop builds the
+  aborted message from the last partial it saw.
+* An exception raised by ``emit`` (a listener failed) propagates unchanged.
+  The loop delivers it wrapped in a private ``BaseException`` subclass while it
+  crosses the stream function, so a provider's ``except Exception`` cannot
+  swallow it by accident.
+
+:class:`AssistantMessageBuilder` is the helper every provider uses to keep the
+reply and make events whose partial message costs O(1) per delta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+import attrs
+
+from ._events import (
+    AssistantMessageEvent,
+    StreamDone,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ThinkingDelta,
+    ThinkingEnd,
+    ThinkingStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from ._messages import (
+    AssistantContent,
+    AssistantMessage,
+    Message,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+    now_ms,
+)
+from ._model import Model
+
+if TYPE_CHECKING:
+    from ._tools import AgentTool
+
+__all__ = [
+    "AssistantMessageBuilder",
+    "Emit",
+    "LlmContext",
+    "ReasoningLevel",
+    "StreamFn",
+    "StreamOptions",
+    "Timeouts",
+]
+
+ReasoningLevel: TypeAlias = Literal["minimal", "low", "medium", "high", "xhigh"]
+
+
+@attrs.frozen
+class LlmContext:
+    """What the model is asked: the system prompt, the messages it sees, the tools it may call.
+
+    ``messages`` is a read-only sequence (the loop passes a view that costs
+    O(1) per turn); copy it if you keep it past the call.
+    """
+
+    system_prompt: str
+    messages: Sequence[Message]
+    tools: Sequence[AgentTool] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    """Time limits of one model request, in seconds (``None``: no limit)."""
+
+    connect: float | None = 10.0
+    first_byte: float | None = 60.0
+    idle: float | None = 60.0
+
+
+@attrs.frozen(kw_only=True)
+class StreamOptions:
+    """Options of one model request. ``api_key`` never appears in ``repr``."""
+
+    api_key: str | None = attrs.field(
+        default=None, repr=lambda key: "None" if key is None else "'***'"
+    )
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning: ReasoningLevel | None = None
+    session_id: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    max_retries: int = 2
+    max_retry_delay: float = 60.0
+    timeouts: Timeouts = Timeouts()
+
+
+Emit: TypeAlias = Callable[[AssistantMessageEvent], Awaitable[None]]
+StreamFn: TypeAlias = Callable[
+    [Model, LlmContext, StreamOptions, Emit], Awaitable[AssistantMessage]
+]
+
+# --- building a streamed reply ----------------------------------------------------------
+
+_Kind: TypeAlias = Literal["text", "thinking", "toolCall"]
+
+
+class _OpenBlock:
+    """The block being streamed: its chunks so far (never rewritten, only appended)."""
+
+    __slots__ = ("arguments", "chunks", "id", "joined", "joined_count", "kind", "name", "redacted")
+
+    def __init__(self, kind: _Kind, id: str = "", name: str = "") -> None:
+        self.kind = kind
+        self.chunks: list[str] = []
+        self.joined = ""
+        self.joined_count = 0
+        self.id = id
+        self.name = name
+        self.arguments: dict[str, Any] = {}
+        self.redacted = False
+
+    def text_upto(self, count: int) -> str:
+        # Reading partials one after another stays linear in chunks joined: the
+        # longest text joined so far is kept and extended.
+        if count == self.joined_count:
+            return self.joined
+        if count > self.joined_count:
+            text = self.joined + "".join(self.chunks[self.joined_count : count])
+            self.joined, self.joined_count = text, count
+            return text
+        return "".join(self.chunks[:count])
+
+
+class _Snapshot:
+    """The reply at one event: finished blocks, and the open block up to a chunk count."""
+
+    __slots__ = (
+        "_arguments",
+        "_builder",
+        "_count",
+        "_done",
+        "_message",
+        "_open",
+        "_response_id",
+        "_signature",
+        "_timestamp",
+        "_usage",
+    )
+
+    def __init__(self, builder: AssistantMessageBuilder) -> None:
+        self._builder = builder
+        self._done = builder._done
+        # The builder's usage, response id (and timestamp) are public and change
+        # as the wire reports them: keep the values of this event, not those of
+        # the time the partial is read.
+        self._usage = builder.usage
+        self._response_id = builder.response_id
+        self._timestamp = builder.timestamp
+        open_block = builder._open
+        self._open = open_block
+        if open_block is not None:
+            self._count = len(open_block.chunks)
+            self._signature = builder._signature
+            self._arguments = open_block.arguments
+        self._message: AssistantMessage | None = None
+
+    def materialize(self) -> AssistantMessage:
+        message = self._message
+        if message is None:
+            content = self._done
+            open_block = self._open
+            if open_block is not None:
+                content = (
+                    *content,
+                    _close(open_block, self._count, self._signature, self._arguments),
+                )
+            builder = self._builder
+            message = AssistantMessage(
+                content=content,
+                api=builder._api,
+                provider=builder._provider,
+                model=builder._model,
+                usage=self._usage,
+                stop_reason="stop",
+                response_id=self._response_id,
+                timestamp=self._timestamp,
+            )
+            self._message = message
+        return message
+
+    def __repr__(self) -> str:
+        return "<partial assistant message>"
+
+
+def _close(
+    block: _OpenBlock, count: int, signature: str | None, arguments: dict[str, Any]
+) -> AssistantContent:
+    if block.kind == "text":
+        return TextContent(block.text_upto(count), text_signature=signature)
+    if block.kind == "thinking":
+        return ThinkingContent(
+            block.text_upto(count), thinking_signature=signature, redacted=block.redacted
+        )
+    return ToolCall(block.id, block.name, arguments, thought_signature=signature)
+
+
+class AssistantMessageBuilder:
+    """Accumulates a streamed reply and makes its stream events.
+
+    A provider calls one method per thing that happened on the wire and emits
+    what it returns::
+
+        b = AssistantMessageBuilder(api="openai-chat", provider="openai", model="gpt-x")
+        await emit(b.start())
+        await emit(b.text_start())
+        await emit(b.text_delta("Hel"))
+        await emit(b.text_end())
+        message = b.finish("stop")
+        await emit(b.done(message))
+
+    One block is open at a time; opening a block while another is open closes
+    the other first (without an event: call the ``*_end`` method yourself to
+    have one). Each event's ``partial`` is a snapshot that costs O(1) to make
+    and is built only if read, so streaming *N* deltas costs O(*N*).
+    """
+
+    __slots__ = (
+        "_api",
+        "_done",
+        "_model",
+        "_open",
+        "_provider",
+        "_signature",
+        "response_id",
+        "timestamp",
+        "usage",
+    )
+
+    def __init__(self, *, api: str, provider: str, model: str) -> None:
+        self._api = api
+        self._provider = provider
+        self._model = model
+        self._done: tuple[AssistantContent, ...] = ()
+        self._open: _OpenBlock | None = None
+        self._signature: str | None = None
+        self.usage = Usage()
+        """The usage so far; providers replace it as the wire reports it."""
+        self.response_id: str | None = None
+        self.timestamp = now_ms()
+
+    # -- reading ----------------------------------------------------------------
+
+    @property
+    def content_index(self) -> int:
+        """The index of the open block (or of the next one, if none is open)."""
+        return len(self._done)
+
+    @property
+    def open_kind(self) -> _Kind | None:
+        """The kind of the open block, or ``None``."""
+        return None if self._open is None else self._open.kind
+
+    def snapshot(self) -> AssistantMessage:
+        """The reply as it stands now, with ``stop_reason="stop"``."""
+        return _Snapshot(self).materialize()
+
+    def _message(
+        self,
+        content: tuple[AssistantContent, ...],
+        stop_reason: StopReason,
+        error_message: str | None = None,
+    ) -> AssistantMessage:
+        return AssistantMessage(
+            content=content,
+            api=self._api,
+            provider=self._provider,
+            model=self._model,
+            usage=self.usage,
+            stop_reason=stop_reason,
+            error_message=error_message,
+            response_id=self.response_id,
+            timestamp=self.timestamp,
+        )
+
+    # -- events -------------------------------------------------------------------
+
+    def start(self) -> StreamStart:
+        return StreamStart(_Snapshot(self))
+
+    def _begin(self, block: _OpenBlock) -> int:
+        if self._open is not None:
+            self._finish_open()
+        self._open = block
+        self._signature = None
+        return len(self._done)
+
+    def _finish_open(self) -> AssistantContent:
+        block = self._open
+        assert block is not None
+        content = _close(block, len(block.chunks), self._signature, block.arguments)
+        self._done = (*self._done, content)
+        self._open = None
+        self._signature = None
+        return content
+
+    def _require(self, kind: _Kind) -> _OpenBlock:
+        block = self._open
+        if block is None or block.kind != kind:
+            raise RuntimeError(
+                f"no {kind} block is open (open block: {block.kind if block else None!r})"
+            )
+        return block
+
+    def text_start(self) -> TextStart:
+        index = self._begin(_OpenBlock("text"))
+        return TextStart(index, _Snapshot(self))
+
+    def text_delta(self, delta: str) -> TextDelta:
+        self._require("text").chunks.append(delta)
+        return TextDelta(len(self._done), delta, _Snapshot(self))
+
+    def text_end(self, *, signature: str | None = None) -> TextEnd:
+        self._require("text")
+        if signature is not None:
+            self._signature = signature
+        index = len(self._done)
+        block = self._finish_open()
+        assert isinstance(block, TextContent)
+        return TextEnd(index, block.text, _Snapshot(self))
+
+    def thinking_start(self, *, redacted: bool = False) -> ThinkingStart:
+        block = _OpenBlock("thinking")
+        block.redacted = redacted
+        index = self._begin(block)
+        return ThinkingStart(index, _Snapshot(self))
+
+    def thinking_delta(self, delta: str) -> ThinkingDelta:
+        self._require("thinking").chunks.append(delta)
+        return ThinkingDelta(len(self._done), delta, _Snapshot(self))
+
+    def set_signature(self, signature: str) -> None:
+        """Set the signature of the open block (thinking or text signature, thought signature)."""
+        if self._open is None:
+            raise RuntimeError("no block is open to take a signature")
+        self._signature = signature
+
+    def thinking_end(self, *, signature: str | None = None) -> ThinkingEnd:
+        self._require("thinking")
+        if signature is not None:
+            self._signature = signature
+        index = len(self._done)
+        block = self._finish_open()
+        assert isinstance(block, ThinkingContent)
+        return ThinkingEnd(index, block.thinking, _Snapshot(self))
+
+    def toolcall_start(self, id: str, name: str) -> ToolCallStart:
+        index = self._begin(_OpenBlock("toolCall", id, name))
+        return ToolCallStart(index, _Snapshot(self))
+
+    def toolcall_delta(self, delta: str, arguments: dict[str, Any] | None = None) -> ToolCallDelta:
+        """More argument JSON; ``arguments``: the object parsed so far, if the provider has one."""
+        block = self._require("toolCall")
+        block.chunks.append(delta)
+        if arguments is not None:
+            block.arguments = arguments
+        return ToolCallDelta(len(self._done), delta, _Snapshot(self))
+
+    @property
+    def toolcall_json(self) -> str:
+        """The argument JSON of the open tool call, received so far."""
+        return "".join(self._require("toolCall").chunks)
+
+    def toolcall_end(self, arguments: dict[str, Any] | None = None) -> ToolCallEnd:
+        """Close the open tool call with its final ``arguments`` (default: the last partial)."""
+        block = self._require("toolCall")
+        if arguments is not None:
+            block.arguments = arguments
+        index = len(self._done)
+        call = self._finish_open()
+        assert isinstance(call, ToolCall)
+        return ToolCallEnd(index, call, _Snapshot(self))
+
+    def finish(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:
+        """The final message: closes an open block, and turns ``stop`` into
+        ``toolUse`` when the reply holds tool calls."""
+        if self._open is not None:
+            self._finish_open()
+        content = self._done
+        if stop_reason == "stop" and any(type(block) is ToolCall for block in content):
+            stop_reason = "toolUse"
+        return self._message(content, stop_reason, error_message)
+
+    @staticmethod
+    def done(message: AssistantMessage) -> StreamDone | StreamError:
+        """The terminal event for ``message``: ``done``, or ``error`` for error and aborted."""
+        reason = message.stop_reason
+        if reason == "error" or reason == "aborted":
+            return StreamError(reason, message)
+        return StreamDone(reason, message)

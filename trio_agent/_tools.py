@@ -1,0 +1,104 @@
+"""Tools: what the model may call (loop.md §5).
+
+An :class:`AgentTool` couples a JSON Schema for its arguments with an async
+``execute(tool_call_id, args, on_update) -> ToolResult``. The loop validates
+the model's arguments against the schema (with pi's coercions: ``"7"`` → 7 for
+an integer, ``5`` → ``"5"`` for a string, ``"true"`` → true) before ``execute``
+sees them, so a tool can trust the shape of ``args``.
+
+Cancellation: a tool has no abort signal. When the run is aborted, Trio
+cancels the tool at its next checkpoint; a tool that must finish something
+first does it in a shielded cancel scope (with a timeout of its own). The
+:func:`trio_agent.tool` decorator builds an ``AgentTool`` from a typed
+function and runs a sync function in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ._errors import ToolDefinitionError
+from ._messages import ToolResult
+from ._validation import ArgumentValidator, compile_validator
+
+__all__ = ["AgentTool", "ExecutionMode", "ToolExecute", "ToolUpdate"]
+
+ExecutionMode: TypeAlias = Literal["sequential", "parallel"]
+
+ToolUpdate: TypeAlias = Callable[[ToolResult], None]
+"""``on_update(partial)``: report progress. Sync; the loop emits a ``tool_execution_update``
+for it before the call's ``tool_execution_end``. Updates after ``execute`` returned are dropped."""
+
+ToolExecute: TypeAlias = Callable[[str, dict[str, Any], ToolUpdate], Awaitable[ToolResult]]
+"""``await execute(tool_call_id, args, on_update) -> ToolResult``."""
+
+
+def _check_name(instance: AgentTool, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ToolDefinitionError(f"a tool's name must be a non-empty string, not {value!r}")
+
+
+def _check_parameters(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Mapping):
+        raise ToolDefinitionError(
+            f"tool {instance.name!r}: parameters must be a JSON Schema object (a mapping), "
+            f"not {type(value).__name__}"
+        )
+
+
+def _check_execute(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not callable(value):
+        raise ToolDefinitionError(
+            f"tool {instance.name!r}: execute must be callable, not {value!r}"
+        )
+
+
+def _check_mode(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in (None, "sequential", "parallel"):
+        raise ToolDefinitionError(
+            f"tool {instance.name!r}: execution_mode must be 'sequential', 'parallel' or None, "
+            f"not {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class AgentTool:
+    """A tool the model may call.
+
+    - ``name``, ``description``, ``parameters`` (a JSON Schema object) are what
+      the model sees.
+    - ``execute(tool_call_id, args, on_update)`` runs the call with the
+      validated (and coerced) arguments and returns a :class:`ToolResult`; an
+      exception it raises becomes an error result with its message.
+    - ``prepare_arguments(arguments)`` (optional) rewrites the raw arguments
+      before validation, a shim for argument shapes an older tool accepted.
+    - ``execution_mode="sequential"`` makes a whole batch that calls this tool
+      run one call at a time.
+
+    The schema is compiled when the tool is made, so a malformed schema is a
+    :class:`ToolDefinitionError` here rather than at the first call.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str
+    parameters: Mapping[str, Any] = attrs.field(validator=_check_parameters)
+    execute: ToolExecute = attrs.field(validator=_check_execute)
+    label: str = ""
+    prepare_arguments: Callable[[Any], Any] | None = None
+    execution_mode: ExecutionMode | None = attrs.field(default=None, validator=_check_mode)
+    _validator: ArgumentValidator = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(
+            self, "_validator", compile_validator(self.parameters, tool_name=self.name)
+        )
+
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments, coerced and checked against ``parameters`` (a copy: the input is kept).
+
+        Raises :class:`trio_agent.ToolArgumentsError` with pi's message text.
+        """
+        return self._validator.validate(self.name, arguments)

@@ -1,0 +1,382 @@
+"""The scripted model: replies played from a script, no network, no key.
+
+::
+
+    from trio_agent.providers import faux
+
+    model = faux.model([
+        faux.reply("Let me look.", faux.tool_call("read", {"path": "README.md"})),
+        lambda context: faux.reply(f"I read {len(context.messages)} messages."),
+    ])
+
+Each script entry is a :class:`Reply` (or a ``str``, or an
+``AssistantMessage``), or a function of the :class:`~trio_agent.LlmContext`
+returning one, so an answer can be built from what the tools really returned.
+The reply is streamed like a real provider streams: ``start``, each block's
+``*_start`` / ``*_delta`` / ``*_end`` (text in chunks of ``chunk_size``
+characters, tool-call arguments as chunks of their compact JSON), then
+``done`` or ``error``. With ``pace`` (deltas per second) or ``chunk_delay``
+each delta waits on Trio's clock first, so it is deterministic under
+``trio.testing.MockClock``; without them each delta is only a cancellation
+point. Each call waits once before its first event (a checkpoint, or
+``start_delay``), as a request would.
+
+The stream is lock-step: each event is made only after the loop has handled
+the previous one, so an action taken while handling event *n* (an abort on
+the third delta) deterministically affects event *n + 1*.
+
+Every call is recorded (``model.calls``: the context, the options, the
+model). When the script runs out the reply is an error ("no more scripted
+responses"), not an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, TypeAlias
+
+import attrs
+import trio
+
+from .._events import StreamError
+from .._messages import (
+    AssistantContent,
+    AssistantMessage,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+from .._model import Model
+from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
+
+__all__ = [
+    "FauxCall",
+    "FauxModel",
+    "Reply",
+    "Script",
+    "error",
+    "model",
+    "reply",
+    "stream",
+    "text",
+    "thinking",
+    "tool_call",
+]
+
+_DEFAULT_ERRORS = {"error": "scripted error", "aborted": "Request was aborted"}
+
+
+def _content(value: Iterable[AssistantContent]) -> tuple[AssistantContent, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Reply:
+    """One scripted reply and how to stream it.
+
+    - ``content``: the blocks; ``stop_reason`` defaults to ``toolUse`` when
+      there is a tool call, else ``stop``; ``error_message`` defaults to
+      "scripted error" for ``error``.
+    - ``chunk_size``: characters per delta (``None``: the model's; 0: the
+      whole text in one delta); ``chunk_delay``: seconds before each delta
+      (``None``: from the model's pace); ``start_delay``: seconds before the
+      first event.
+    - ``emit_start=False``: emit only the terminal event (a provider that
+      sends no ``start``).
+    - ``raises``: the stream function raises this instead of replying (a
+      stream function that breaks its contract, for testing failure paths).
+    """
+
+    content: tuple[AssistantContent, ...] = attrs.field(default=(), converter=_content)
+    stop_reason: StopReason | None = None
+    error_message: str | None = None
+    usage: Usage = Usage()
+    chunk_size: int | None = attrs.field(default=None)
+    chunk_delay: float | None = None
+    start_delay: float = 0.0
+    emit_start: bool = True
+    raises: BaseException | None = None
+
+    @chunk_size.validator
+    def _check_chunk_size(self, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+        # A negative size would stream no delta at all and lose the block's text.
+        if value is not None and value < 0:
+            raise ValueError(f"chunk_size must be >= 0, not {value!r}")
+
+
+Script: TypeAlias = (
+    str | AssistantMessage | Reply | Callable[[LlmContext], "str | AssistantMessage | Reply"]
+)
+
+
+def text(text: str) -> TextContent:
+    """A text block."""
+    return TextContent(text)
+
+
+def thinking(text: str, *, signature: str | None = None, redacted: bool = False) -> ThinkingContent:
+    """A thinking block."""
+    return ThinkingContent(text, thinking_signature=signature, redacted=redacted)
+
+
+def tool_call(name: str, arguments: dict[str, Any] | None = None, *, id: str = "") -> ToolCall:
+    """A tool call; without ``id`` one is made when it streams (``faux_<call>_<block>``)."""
+    return ToolCall(id, name, {} if arguments is None else arguments)
+
+
+def reply(
+    *content: str | AssistantContent,
+    stop_reason: StopReason | None = None,
+    error_message: str | None = None,
+    usage: Usage | None = None,
+    chunk_size: int | None = None,
+    chunk_delay: float | None = None,
+    start_delay: float = 0.0,
+    emit_start: bool = True,
+) -> Reply:
+    """A reply of these blocks (a ``str`` is a text block)."""
+    return Reply(
+        content=tuple(TextContent(block) if isinstance(block, str) else block for block in content),
+        stop_reason=stop_reason,
+        error_message=error_message,
+        usage=Usage() if usage is None else usage,
+        chunk_size=chunk_size,
+        chunk_delay=chunk_delay,
+        start_delay=start_delay,
+        emit_start=emit_start,
+    )
+
+
+def error(message: str = "scripted error", *content: str | AssistantContent) -> Reply:
+    """A reply that ends with ``stop_reason="error"`` after ``content``."""
+    return reply(*content, stop_reason="error", error_message=message)
+
+
+@attrs.frozen(kw_only=True)
+class FauxCall:
+    """One call of the stream function, as the scripted model received it."""
+
+    model: Model
+    context: LlmContext
+    options: StreamOptions
+
+
+class _Script:
+    """The mutable part of a scripted model: what is left to play, what was asked."""
+
+    __slots__ = ("calls", "next", "responses")
+
+    def __init__(self, responses: Iterable[Script]) -> None:
+        self.responses = list(responses)
+        self.calls: list[FauxCall] = []
+        self.next = 0
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class FauxModel(Model):
+    """A :class:`~trio_agent.Model` that carries its script (made by :func:`model`).
+
+    Copies made with :func:`attrs.evolve` share the script and the record.
+    """
+
+    pace: float | None = None
+    chunk_size: int | None = None
+    _script: _Script = attrs.field(factory=lambda: _Script(()), alias="script")
+
+    @property
+    def calls(self) -> list[FauxCall]:
+        """Every call received so far, in order."""
+        return self._script.calls
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted replies have not been played."""
+        return max(0, len(self._script.responses) - self._script.next)
+
+    def add(self, *responses: Script) -> None:
+        """Append replies to the script."""
+        self._script.responses.extend(responses)
+
+
+def model(
+    responses: Iterable[Script] = (),
+    *,
+    id: str = "faux",
+    provider: str = "faux",
+    pace: float | None = None,
+    chunk_size: int | None = None,
+    reasoning: bool = False,
+) -> FauxModel:
+    """A scripted model playing ``responses`` in order, one per call.
+
+    ``pace``: deltas per second on Trio's clock (``None``: as fast as the loop
+    takes them); ``chunk_size``: characters per delta (``None`` or 0: whole
+    blocks). Both can be overridden per reply.
+    """
+    if isinstance(responses, str | Reply | AssistantMessage):
+        raise TypeError(
+            f"responses must be an iterable of replies, not a single {type(responses).__name__}"
+        )
+    if pace is not None and not pace > 0:
+        raise ValueError(f"pace must be a positive number of deltas per second, not {pace!r}")
+    if chunk_size is not None and chunk_size < 0:
+        raise ValueError(f"chunk_size must be >= 0, not {chunk_size!r}")
+    return FauxModel(
+        id=id,
+        api="faux",
+        provider=provider,
+        reasoning=reasoning,
+        pace=pace,
+        chunk_size=chunk_size,
+        script=_Script(responses),
+    )
+
+
+def _as_reply(script: str | AssistantMessage | Reply) -> Reply:
+    if isinstance(script, Reply):
+        return script
+    if isinstance(script, str):
+        return Reply(content=(TextContent(script),))
+    if isinstance(script, AssistantMessage):
+        return Reply(
+            content=script.content,
+            stop_reason=script.stop_reason,
+            error_message=script.error_message,
+            usage=script.usage,
+        )
+    raise TypeError(
+        f"a scripted response must be a Reply, str or AssistantMessage, not {script!r:.80}"
+    )
+
+
+def _chunks(text: str, size: int | None) -> list[str]:
+    if not text:
+        return [""]
+    if not size:
+        return [text]
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+async def stream(
+    model: Model, context: LlmContext, options: StreamOptions, emit: Emit
+) -> AssistantMessage:
+    """The stream function of scripted models (``api="faux"``)."""
+    script: _Script | None = getattr(model, "_script", None)
+    if script is None:
+        await trio.lowlevel.checkpoint()
+        message = AssistantMessage(
+            api="faux",
+            provider=model.provider,
+            model=model.id,
+            stop_reason="error",
+            error_message=(
+                f"model {model.id!r} has no script: make it with trio_agent.providers.faux.model()"
+            ),
+        )
+        await emit(StreamError("error", message))
+        return message
+    assert isinstance(model, FauxModel)
+    index = script.next
+    script.calls.append(FauxCall(model=model, context=context, options=options))
+    if index >= len(script.responses):
+        # Not advancing ``next``: a reply added later (``model.add``) is played
+        # by the next call instead of being skipped.
+        await trio.lowlevel.checkpoint()
+        message = AssistantMessage(
+            api="faux",
+            provider=model.provider,
+            model=model.id,
+            stop_reason="error",
+            error_message=(
+                f"no more scripted responses "
+                f"(call {len(script.calls)}, {len(script.responses)} scripted)"
+            ),
+        )
+        await emit(StreamError("error", message))
+        return message
+    script.next += 1
+    entry = script.responses[index]
+    spec = _as_reply(entry(context) if callable(entry) else entry)
+    if spec.start_delay:
+        await trio.sleep(spec.start_delay)
+    else:
+        await trio.lowlevel.checkpoint()
+    if spec.raises is not None:
+        raise spec.raises
+
+    builder = AssistantMessageBuilder(api="faux", provider=model.provider, model=model.id)
+    builder.usage = spec.usage
+    stop_reason = spec.stop_reason or "stop"
+    error_message = spec.error_message or _DEFAULT_ERRORS.get(stop_reason)
+    if spec.emit_start:
+        size = model.chunk_size if spec.chunk_size is None else spec.chunk_size
+        delay = spec.chunk_delay
+        if delay is None:
+            delay = 1 / model.pace if model.pace else 0.0
+        await emit(builder.start())
+        for position, block in enumerate(spec.content):
+            await _stream_block(builder, block, f"faux_{index}_{position}", size, delay, emit)
+        final = builder.finish(stop_reason, error_message)
+    else:
+        content = tuple(
+            attrs.evolve(block, id=f"faux_{index}_{position}")
+            if isinstance(block, ToolCall) and not block.id
+            else block
+            for position, block in enumerate(spec.content)
+        )
+        final = AssistantMessage(
+            content=content,
+            api="faux",
+            provider=model.provider,
+            model=model.id,
+            usage=spec.usage,
+            stop_reason=spec.stop_reason or ("toolUse" if _has_tool_call(content) else "stop"),
+            error_message=error_message,
+        )
+    await emit(builder.done(final))
+    return final
+
+
+def _has_tool_call(content: tuple[AssistantContent, ...]) -> bool:
+    return any(isinstance(block, ToolCall) for block in content)
+
+
+async def _pause(delay: float) -> None:
+    if delay:
+        await trio.sleep(delay)
+    else:
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+
+async def _stream_block(
+    builder: AssistantMessageBuilder,
+    block: AssistantContent,
+    default_id: str,
+    size: int | None,
+    delay: float,
+    emit: Emit,
+) -> None:
+    if isinstance(block, TextContent):
+        await emit(builder.text_start())
+        for chunk in _chunks(block.text, size):
+            await _pause(delay)
+            await emit(builder.text_delta(chunk))
+        await emit(builder.text_end(signature=block.text_signature))
+    elif isinstance(block, ThinkingContent):
+        await emit(builder.thinking_start(redacted=block.redacted))
+        for chunk in _chunks(block.thinking, size):
+            await _pause(delay)
+            await emit(builder.thinking_delta(chunk))
+        await emit(builder.thinking_end(signature=block.thinking_signature))
+    else:
+        await emit(builder.toolcall_start(block.id or default_id, block.name))
+        encoded = json.dumps(block.arguments, separators=(",", ":"), ensure_ascii=False)
+        for chunk in _chunks(encoded, size):
+            await _pause(delay)
+            await emit(builder.toolcall_delta(chunk))
+        if block.thought_signature is not None:
+            builder.set_signature(block.thought_signature)
+        await emit(builder.toolcall_end(dict(block.arguments)))
