@@ -63,11 +63,11 @@ def shape(event: AssistantMessageEvent) -> tuple[Any, ...]:
 
 
 def is_materialized(event: Any) -> bool:
-    # Private on purpose: an event holds its partial source in ``_partial`` (a
-    # _Snapshot), which keeps the built message in its ``_message`` slot, None
+    # Private on purpose: an event holds its partial source in ``_partial`` (the
+    # builder's snapshot, a list), whose last item is the built message, None
     # until ``event.partial`` is first read. No public API can tell "not built
     # yet" from "built", and laziness is the promise under test.
-    return event._partial._message is not None
+    return event._partial[-1] is not None
 
 
 def three_blocks() -> tuple[AssistantMessageBuilder, list[Any]]:

@@ -16,10 +16,11 @@ attribute holding pi's string:
 Partial messages are lazy. Every stream event but ``done`` / ``error`` carries
 the reply as it stood at that event (``partial``). Building it for every delta
 would join the whole text again each time, which makes streaming quadratic;
-instead an event may hold a :class:`PartialSource` (what
-``AssistantMessageBuilder`` hands out), and ``event.partial`` builds the
-message the first time it is read and keeps it. Reading it is O(length of the
-reply); not reading it costs nothing.
+instead an event holds the source of its partial — the snapshot that
+``AssistantMessageBuilder`` makes in O(1), or any :class:`PartialSource` —
+and ``event.partial`` builds the message the first time it is read and keeps
+it. Reading it costs O(length of the reply); not reading it costs nothing.
+An event may also be given a finished ``AssistantMessage`` as its partial.
 """
 
 from __future__ import annotations
@@ -77,19 +78,27 @@ class PartialSource(Protocol):
 # --- assistant-stream events ---------------------------------------------------------
 
 
+def _partial_repr(source: object) -> str:
+    return "<partial message>" if type(source) is list else repr(source)
+
+
 class _WithPartial:
     """Mixin: ``partial`` is built on first read from the event's source."""
 
     __slots__ = ()
-    _partial: AssistantMessage | PartialSource
+    _partial: AssistantMessage | PartialSource | list[Any]
 
     @property
     def partial(self) -> AssistantMessage:
         """The reply as it stood at this event."""
-        partial = self._partial
-        if type(partial) is AssistantMessage:
-            return partial
-        return partial.materialize()  # type: ignore[union-attr]  # narrowed by the check above
+        source = self._partial
+        if type(source) is list:
+            # AssistantMessageBuilder's snapshot: [builder, ..., built message or None].
+            message: AssistantMessage | None = source[-1]
+            return source[0]._materialize(source) if message is None else message
+        if type(source) is AssistantMessage:
+            return source
+        return source.materialize()  # type: ignore[union-attr]  # a PartialSource
 
 
 @attrs.frozen
@@ -97,7 +106,9 @@ class StreamStart(_WithPartial):
     """The reply has begun (``start``)."""
 
     type: ClassVar[Literal["start"]] = "start"
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -106,7 +117,9 @@ class TextStart(_WithPartial):
 
     type: ClassVar[Literal["text_start"]] = "text_start"
     content_index: int
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -116,7 +129,9 @@ class TextDelta(_WithPartial):
     type: ClassVar[Literal["text_delta"]] = "text_delta"
     content_index: int
     delta: str
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -126,7 +141,9 @@ class TextEnd(_WithPartial):
     type: ClassVar[Literal["text_end"]] = "text_end"
     content_index: int
     content: str
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -135,7 +152,9 @@ class ThinkingStart(_WithPartial):
 
     type: ClassVar[Literal["thinking_start"]] = "thinking_start"
     content_index: int
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -145,7 +164,9 @@ class ThinkingDelta(_WithPartial):
     type: ClassVar[Literal["thinking_delta"]] = "thinking_delta"
     content_index: int
     delta: str
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -155,7 +176,9 @@ class ThinkingEnd(_WithPartial):
     type: ClassVar[Literal["thinking_end"]] = "thinking_end"
     content_index: int
     content: str
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -164,7 +187,9 @@ class ToolCallStart(_WithPartial):
 
     type: ClassVar[Literal["toolcall_start"]] = "toolcall_start"
     content_index: int
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -174,7 +199,9 @@ class ToolCallDelta(_WithPartial):
     type: ClassVar[Literal["toolcall_delta"]] = "toolcall_delta"
     content_index: int
     delta: str
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen
@@ -184,7 +211,9 @@ class ToolCallEnd(_WithPartial):
     type: ClassVar[Literal["toolcall_end"]] = "toolcall_end"
     content_index: int
     tool_call: ToolCall
-    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
+    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
+        alias="partial", repr=_partial_repr
+    )
 
 
 @attrs.frozen

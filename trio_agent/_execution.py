@@ -271,7 +271,8 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
             pump.push(_update_event(state, partial))
 
     await _execute(run, batch, state, on_update)
-    await pump.wait_drained()
+    if pump.backlog:
+        await pump.wait_drained()
 
 
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
@@ -405,6 +406,11 @@ class UpdatePump:
                 self._backlog -= 1
                 if self._backlog == 0 and self._drained is not None:
                     self._drained.set()
+
+    @property
+    def backlog(self) -> int:
+        """How many pushed updates are not emitted yet."""
+        return self._backlog
 
     async def wait_drained(self) -> None:
         """Wait until every pushed update has been emitted."""

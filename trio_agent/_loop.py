@@ -58,6 +58,7 @@ from ._model import Model
 from ._stream import LlmContext, StreamFn, StreamOptions
 from ._tools import AgentTool
 from ._views import Prefix
+from .providers import get_stream_fn
 
 __all__ = ["AgentEmit", "default_convert_to_llm", "run_agent_loop", "run_agent_loop_continue"]
 
@@ -139,7 +140,7 @@ class _Run:
         context: AgentContext,
         config: AgentLoopConfig,
         emit: AgentEmit,
-        stream_fn: StreamFn,
+        stream_fn: StreamFn | None,
     ) -> None:
         self.config = config
         self.listener = emit
@@ -247,14 +248,12 @@ class _Run:
         while pending:
             await self.announce(pending.pop(0))
 
-    async def _poll(
-        self, hook: Callable[[], Awaitable[Sequence[AgentMessage]]] | None
-    ) -> list[AgentMessage]:
-        return [] if hook is None else list(await hook())
-
     async def _turns(self) -> None:
         config = self.config
-        self.pending = await self._poll(config.get_steering_messages)
+        steering = config.get_steering_messages
+        follow_up = config.get_follow_up_messages
+        if steering is not None:
+            self.pending = list(await steering())
         first_turn = True
         last_turn: TurnContext | None = None  # made only when a hook will read it
         while True:
@@ -264,8 +263,8 @@ class _Run:
                     await trio.lowlevel.checkpoint_if_cancelled()
                     if config.prepare_next_turn is not None and last_turn is not None:
                         self._apply(await config.prepare_next_turn(last_turn))
-                    if not self.pending:
-                        self.pending = await self._poll(config.get_steering_messages)
+                    if not self.pending and steering is not None:
+                        self.pending = list(await steering())
                     self.turn_open = True
                     self.assistant = None
                     await self.emit(TurnStart())
@@ -298,8 +297,9 @@ class _Run:
                     if stop is not None and await stop(last_turn):
                         await self._end()
                         return
-                self.pending = await self._poll(config.get_steering_messages)
-            follow_ups = await self._poll(config.get_follow_up_messages)
+                if steering is not None:
+                    self.pending = list(await steering())
+            follow_ups = [] if follow_up is None else list(await follow_up())
             if not follow_ups:
                 break
             self.pending = follow_ups
@@ -381,15 +381,16 @@ class _Run:
         options = self._stream_options(api_key or config.api_key)
         await trio.lowlevel.checkpoint_if_cancelled()  # an abort sends no further request
         context = LlmContext(self.system_prompt, llm_messages, self.tools)
+        stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
-            returned = await self.stream_fn(self.model, context, options, self._on_stream_event)
+            returned = await stream_fn(self.model, context, options, self._on_stream_event)
         except _ListenerFailed as failed:
             raise failed.original from None
         final = self.final
         if final is None:
             if not isinstance(returned, AssistantMessage):
                 raise TypeError(
-                    f"stream function {self.stream_fn!r} returned {returned!r}, "
+                    f"stream function {stream_fn!r} returned {returned!r}, "
                     "not an AssistantMessage, and emitted no done or error event"
                 )
             final = returned
@@ -400,9 +401,16 @@ class _Run:
         kind = event.type
         if kind in _BLOCK_EVENTS:
             if self.stream_started and self.final is None:
+                # self.emit, inlined: this runs for every delta.
                 self.partial = event
+                update = MessageUpdate(event)
                 try:
-                    await self.emit(MessageUpdate(event))
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                except trio.Cancelled:
+                    self.undelivered = update
+                    raise
+                try:
+                    await self.listener(update)
                 except Exception as exc:
                     raise _ListenerFailed(exc) from None
         elif kind == "start":
@@ -534,13 +542,10 @@ def _check_run_arguments(context: Any, config: Any, emit: Any) -> None:
     _check_messages("context.messages", context.messages)
 
 
-def _resolve_stream_fn(config: AgentLoopConfig, stream_fn: StreamFn | None) -> StreamFn:
-    if stream_fn is not None:
-        return stream_fn
-    from .providers import get_stream_fn, stream
-
-    get_stream_fn(config.model.api)  # an unknown api is an error before anything is emitted
-    return stream
+def _resolve_stream_fn(config: AgentLoopConfig, stream_fn: StreamFn | None) -> StreamFn | None:
+    if stream_fn is None:
+        get_stream_fn(config.model.api)  # an unknown api is an error before anything is emitted
+    return stream_fn
 
 
 async def _drive(

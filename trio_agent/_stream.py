@@ -155,65 +155,15 @@ class _OpenBlock:
         return "".join(self.chunks[:count])
 
 
-class _Snapshot:
-    """The reply at one event: finished blocks, and the open block up to a chunk count."""
-
-    __slots__ = (
-        "_arguments",
-        "_builder",
-        "_count",
-        "_done",
-        "_message",
-        "_open",
-        "_response_id",
-        "_signature",
-        "_timestamp",
-        "_usage",
-    )
-
-    def __init__(self, builder: AssistantMessageBuilder) -> None:
-        self._builder = builder
-        self._done = builder._done
-        # The builder's usage, response id (and timestamp) are public and change
-        # as the wire reports them: keep the values of this event, not those of
-        # the time the partial is read.
-        self._usage = builder.usage
-        self._response_id = builder.response_id
-        self._timestamp = builder.timestamp
-        open_block = builder._open
-        self._open = open_block
-        if open_block is not None:
-            self._count = len(open_block.chunks)
-            self._signature = builder._signature
-            self._arguments = open_block.arguments
-        self._message: AssistantMessage | None = None
-
-    def materialize(self) -> AssistantMessage:
-        message = self._message
-        if message is None:
-            content = self._done
-            open_block = self._open
-            if open_block is not None:
-                content = (
-                    *content,
-                    _close(open_block, self._count, self._signature, self._arguments),
-                )
-            builder = self._builder
-            message = AssistantMessage(
-                content=content,
-                api=builder._api,
-                provider=builder._provider,
-                model=builder._model,
-                usage=self._usage,
-                stop_reason="stop",
-                response_id=self._response_id,
-                timestamp=self._timestamp,
-            )
-            self._message = message
-        return message
-
-    def __repr__(self) -> str:
-        return "<partial assistant message>"
+# A snapshot is the reply at one event, as a list (the cheapest object to make
+# for every delta): what the partial message will be built from, and the built
+# message once it was read. The finished blocks are a prefix of the builder's
+# list, which only grows; the open block's text is a prefix of its chunks. The
+# builder's usage, response id and timestamp are public and change as the wire
+# reports them, so the snapshot keeps the values they had at its event.
+_BUILDER, _DONE, _OPEN, _COUNT, _SIGNATURE, _ARGUMENTS, _USAGE, _RESPONSE_ID, _TIMESTAMP = range(9)
+_MESSAGE = 9
+_NO_USAGE = Usage()
 
 
 def _close(
@@ -264,10 +214,10 @@ class AssistantMessageBuilder:
         self._api = api
         self._provider = provider
         self._model = model
-        self._done: tuple[AssistantContent, ...] = ()
+        self._done: list[AssistantContent] = []  # only appended to: snapshots keep a length
         self._open: _OpenBlock | None = None
         self._signature: str | None = None
-        self.usage = Usage()
+        self.usage = _NO_USAGE
         """The usage so far; providers replace it as the wire reports it."""
         self.response_id: str | None = None
         self.timestamp = now_ms()
@@ -286,7 +236,40 @@ class AssistantMessageBuilder:
 
     def snapshot(self) -> AssistantMessage:
         """The reply as it stands now, with ``stop_reason="stop"``."""
-        return _Snapshot(self).materialize()
+        return self._materialize(self._snap())
+
+    def _snap(self) -> list[Any]:
+        block = self._open
+        if block is None:
+            return [
+                self, len(self._done), None, 0, None, None,
+                self.usage, self.response_id, self.timestamp, None,
+            ]  # fmt: skip
+        return [
+            self, len(self._done), block, len(block.chunks), self._signature, block.arguments,
+            self.usage, self.response_id, self.timestamp, None,
+        ]  # fmt: skip
+
+    def _materialize(self, snap: list[Any]) -> AssistantMessage:
+        """The partial message of a snapshot (built once, then kept in it)."""
+        message: AssistantMessage | None = snap[_MESSAGE]
+        if message is None:
+            content = tuple(self._done[: snap[_DONE]])
+            block = snap[_OPEN]
+            if block is not None:
+                content += (_close(block, snap[_COUNT], snap[_SIGNATURE], snap[_ARGUMENTS]),)
+            message = AssistantMessage(
+                content=content,
+                api=self._api,
+                provider=self._provider,
+                model=self._model,
+                usage=snap[_USAGE],
+                stop_reason="stop",
+                response_id=snap[_RESPONSE_ID],
+                timestamp=snap[_TIMESTAMP],
+            )
+            snap[_MESSAGE] = message
+        return message
 
     def _message(
         self,
@@ -309,7 +292,7 @@ class AssistantMessageBuilder:
     # -- events -------------------------------------------------------------------
 
     def start(self) -> StreamStart:
-        return StreamStart(_Snapshot(self))
+        return StreamStart(self._snap())
 
     def _begin(self, block: _OpenBlock) -> int:
         if self._open is not None:
@@ -322,7 +305,7 @@ class AssistantMessageBuilder:
         block = self._open
         assert block is not None
         content = _close(block, len(block.chunks), self._signature, block.arguments)
-        self._done = (*self._done, content)
+        self._done.append(content)
         self._open = None
         self._signature = None
         return content
@@ -337,11 +320,20 @@ class AssistantMessageBuilder:
 
     def text_start(self) -> TextStart:
         index = self._begin(_OpenBlock("text"))
-        return TextStart(index, _Snapshot(self))
+        return TextStart(index, self._snap())
 
     def text_delta(self, delta: str) -> TextDelta:
-        self._require("text").chunks.append(delta)
-        return TextDelta(len(self._done), delta, _Snapshot(self))
+        block = self._open
+        if block is None or block.kind != "text":
+            block = self._require("text")
+        chunks = block.chunks
+        chunks.append(delta)
+        # The snapshot, inline: this runs for every delta.
+        snap = [
+            self, len(self._done), block, len(chunks), self._signature, None,
+            self.usage, self.response_id, self.timestamp, None,
+        ]  # fmt: skip
+        return TextDelta(len(self._done), delta, snap)
 
     def text_end(self, *, signature: str | None = None) -> TextEnd:
         self._require("text")
@@ -350,17 +342,17 @@ class AssistantMessageBuilder:
         index = len(self._done)
         block = self._finish_open()
         assert isinstance(block, TextContent)
-        return TextEnd(index, block.text, _Snapshot(self))
+        return TextEnd(index, block.text, self._snap())
 
     def thinking_start(self, *, redacted: bool = False) -> ThinkingStart:
         block = _OpenBlock("thinking")
         block.redacted = redacted
         index = self._begin(block)
-        return ThinkingStart(index, _Snapshot(self))
+        return ThinkingStart(index, self._snap())
 
     def thinking_delta(self, delta: str) -> ThinkingDelta:
         self._require("thinking").chunks.append(delta)
-        return ThinkingDelta(len(self._done), delta, _Snapshot(self))
+        return ThinkingDelta(len(self._done), delta, self._snap())
 
     def set_signature(self, signature: str) -> None:
         """Set the signature of the open block (thinking or text signature, thought signature)."""
@@ -375,11 +367,11 @@ class AssistantMessageBuilder:
         index = len(self._done)
         block = self._finish_open()
         assert isinstance(block, ThinkingContent)
-        return ThinkingEnd(index, block.thinking, _Snapshot(self))
+        return ThinkingEnd(index, block.thinking, self._snap())
 
     def toolcall_start(self, id: str, name: str) -> ToolCallStart:
         index = self._begin(_OpenBlock("toolCall", id, name))
-        return ToolCallStart(index, _Snapshot(self))
+        return ToolCallStart(index, self._snap())
 
     def toolcall_delta(self, delta: str, arguments: dict[str, Any] | None = None) -> ToolCallDelta:
         """More argument JSON; ``arguments``: the object parsed so far, if the provider has one."""
@@ -387,7 +379,7 @@ class AssistantMessageBuilder:
         block.chunks.append(delta)
         if arguments is not None:
             block.arguments = arguments
-        return ToolCallDelta(len(self._done), delta, _Snapshot(self))
+        return ToolCallDelta(len(self._done), delta, self._snap())
 
     @property
     def toolcall_json(self) -> str:
@@ -402,14 +394,14 @@ class AssistantMessageBuilder:
         index = len(self._done)
         call = self._finish_open()
         assert isinstance(call, ToolCall)
-        return ToolCallEnd(index, call, _Snapshot(self))
+        return ToolCallEnd(index, call, self._snap())
 
     def finish(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:
         """The final message: closes an open block, and turns ``stop`` into
         ``toolUse`` when the reply holds tool calls."""
         if self._open is not None:
             self._finish_open()
-        content = self._done
+        content = tuple(self._done)
         if stop_reason == "stop" and any(type(block) is ToolCall for block in content):
             stop_reason = "toolUse"
         return self._message(content, stop_reason, error_message)

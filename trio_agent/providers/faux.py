@@ -344,12 +344,7 @@ def _has_tool_call(content: tuple[AssistantContent, ...]) -> bool:
     return any(isinstance(block, ToolCall) for block in content)
 
 
-async def _pause(delay: float) -> None:
-    if delay:
-        await trio.sleep(delay)
-    else:
-        await trio.lowlevel.checkpoint_if_cancelled()
-
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 async def _stream_block(
     builder: AssistantMessageBuilder,
@@ -359,23 +354,34 @@ async def _stream_block(
     delay: float,
     emit: Emit,
 ) -> None:
+    # Each delta first waits for its pace, or is only a cancellation point:
+    # an abort while the loop handled delta n stops the stream before n + 1.
+    checkpoint = trio.lowlevel.checkpoint_if_cancelled
     if isinstance(block, TextContent):
         await emit(builder.text_start())
         for chunk in _chunks(block.text, size):
-            await _pause(delay)
+            if delay:
+                await trio.sleep(delay)
+            else:
+                await checkpoint()
             await emit(builder.text_delta(chunk))
         await emit(builder.text_end(signature=block.text_signature))
     elif isinstance(block, ThinkingContent):
         await emit(builder.thinking_start(redacted=block.redacted))
         for chunk in _chunks(block.thinking, size):
-            await _pause(delay)
+            if delay:
+                await trio.sleep(delay)
+            else:
+                await checkpoint()
             await emit(builder.thinking_delta(chunk))
         await emit(builder.thinking_end(signature=block.thinking_signature))
     else:
         await emit(builder.toolcall_start(block.id or default_id, block.name))
-        encoded = json.dumps(block.arguments, separators=(",", ":"), ensure_ascii=False)
-        for chunk in _chunks(encoded, size):
-            await _pause(delay)
+        for chunk in _chunks(_encode(block.arguments), size):
+            if delay:
+                await trio.sleep(delay)
+            else:
+                await checkpoint()
             await emit(builder.toolcall_delta(chunk))
         if block.thought_signature is not None:
             builder.set_signature(block.thought_signature)
