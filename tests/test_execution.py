@@ -18,6 +18,7 @@ from trio_agent import (
     BeforeToolCallContext,
     BeforeToolCallResult,
     TextContent,
+    ToolDefinitionError,
     ToolResult,
     ToolResultMessage,
     ToolUpdate,
@@ -506,3 +507,13 @@ async def test_parallel_calls_run_as_child_tasks() -> None:
     await run(calls(("t1", "mine", {}), ("t2", "mine", {})), [make_tool("mine", execute)])
     assert len(set(tasks)) == 2
     assert trio.lowlevel.current_task() not in tasks
+
+
+def test_a_plain_function_as_execute_is_refused_with_a_hint() -> None:
+    def execute(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        return ToolResult.text("sync")
+
+    with pytest.raises(
+        ToolDefinitionError, match=r"execute must be an async function.*@trio_agent\.tool"
+    ):
+        AgentTool(name="s", description="", parameters={"type": "object"}, execute=execute)  # type: ignore[arg-type]

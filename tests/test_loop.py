@@ -487,3 +487,45 @@ async def test_the_error_stop_reason_ends_the_run_without_running_tools() -> Non
     last = messages[-1]
     assert isinstance(last, AssistantMessage)
     assert (last.stop_reason, last.error_message) == ("error", "upstream 500")
+
+
+def plain_listener(event: Any) -> None:
+    return None
+
+
+async def test_a_sync_listener_is_refused_by_name() -> None:
+    with pytest.raises(
+        TypeError,
+        match=r"emit must be an async function \(async def\), not the plain function plain_",
+    ):
+        await run_agent_loop(
+            hi(),
+            AgentContext(),
+            AgentLoopConfig(model=faux.model()),
+            plain_listener,  # type: ignore[arg-type]
+        )
+
+
+def test_a_sync_hook_is_refused_by_name() -> None:
+    def steering() -> list[AgentMessage]:
+        return []
+
+    with pytest.raises(TypeError, match="get_steering_messages must be an async function"):
+        AgentLoopConfig(model=faux.model(), get_steering_messages=steering)  # type: ignore[arg-type]
+
+
+async def test_of_two_tools_with_one_name_the_first_wins() -> None:
+    from tests._support import make_tool
+    from trio_agent import ToolResult
+
+    async def first(call_id: str, args: Any, on_update: Any) -> ToolResult:
+        return ToolResult.text("first")
+
+    async def second(call_id: str, args: Any, on_update: Any) -> ToolResult:
+        return ToolResult.text("second")
+
+    model = faux.model([faux.reply(faux.tool_call("t", {}, id="c")), "done"])
+    messages, _ = await run(
+        model, context=AgentContext(tools=[make_tool("t", first), make_tool("t", second)])
+    )
+    assert messages[2].content == (TextContent("first"),)  # type: ignore[union-attr]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -115,6 +116,18 @@ class NextTurn:
     thinking_level: ThinkingLevel | None = None
 
 
+def _async_hook(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if not callable(value):
+        raise TypeError(f"{attribute.name} must be an async callable, not {value!r}")
+    if inspect.isfunction(value) and not inspect.iscoroutinefunction(value):
+        raise TypeError(
+            f"{attribute.name} must be an async function (async def), "
+            f"not the plain function {value.__qualname__}"
+        )
+
+
 def _hidden(key: str | None) -> str:
     return "None" if key is None else "'***'"
 
@@ -155,21 +168,33 @@ class AgentLoopConfig:
     max_retry_delay: float = 60.0
     timeouts: Timeouts = Timeouts()
     tool_execution: ToolExecution = attrs.field(default="parallel")
-    convert_to_llm: Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None = None
+    convert_to_llm: Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None = (
+        attrs.field(default=None, validator=_async_hook)
+    )
     transform_context: (
         Callable[[Sequence[AgentMessage]], Awaitable[Sequence[AgentMessage]]] | None
-    ) = None
-    get_api_key: Callable[[str], Awaitable[str | None]] | None = None
-    get_steering_messages: Callable[[], Awaitable[Sequence[AgentMessage]]] | None = None
-    get_follow_up_messages: Callable[[], Awaitable[Sequence[AgentMessage]]] | None = None
+    ) = attrs.field(default=None, validator=_async_hook)
+    get_api_key: Callable[[str], Awaitable[str | None]] | None = attrs.field(
+        default=None, validator=_async_hook
+    )
+    get_steering_messages: Callable[[], Awaitable[Sequence[AgentMessage]]] | None = attrs.field(
+        default=None, validator=_async_hook
+    )
+    get_follow_up_messages: Callable[[], Awaitable[Sequence[AgentMessage]]] | None = attrs.field(
+        default=None, validator=_async_hook
+    )
     before_tool_call: (
         Callable[[BeforeToolCallContext], Awaitable[BeforeToolCallResult | None]] | None
-    ) = None
+    ) = attrs.field(default=None, validator=_async_hook)
     after_tool_call: (
         Callable[[AfterToolCallContext], Awaitable[AfterToolCallResult | None]] | None
-    ) = None
-    should_stop_after_turn: Callable[[TurnContext], Awaitable[bool]] | None = None
-    prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = None
+    ) = attrs.field(default=None, validator=_async_hook)
+    should_stop_after_turn: Callable[[TurnContext], Awaitable[bool]] | None = attrs.field(
+        default=None, validator=_async_hook
+    )
+    prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = attrs.field(
+        default=None, validator=_async_hook
+    )
 
     @tool_execution.validator
     def _check_tool_execution(self, attribute: attrs.Attribute[str], value: str) -> None:

@@ -21,10 +21,31 @@ Anything else that escapes — a listener's or a hook's exception, a
 cancellation from outside, ``KeyboardInterrupt`` — propagates at once, as the
 single original exception: the nursery's exception group is taken apart by
 :func:`_one_exception` (invariant 8).
+
+Where this differs from pi-agent-core 0.85, and why:
+
+* After an abort during tools no request is sent: a synthetic aborted reply
+  stands where pi's extra stream call puts its own, and every call of the
+  batch gets a result (pi leaves the later calls of a sequential batch
+  unanswered). The aborted texts are the loop's own, "Operation aborted".
+* An abort noticed between turns adds that synthetic turn only if the run
+  would have gone on (more tool calls, or messages already polled); an abort
+  in the last ``turn_end`` just ends the run. Queues are not polled after an
+  abort, so what they hold stays queued.
+* The streaming reply is not written into the context at every delta (pi
+  replaces the last context entry per event): nothing can read the context
+  while the reply streams, and the copy would cost O(transcript) per delta.
+  The finished reply is appended once.
+* Hooks see the context as read-only views, and the model's view of the
+  transcript is kept incrementally for the default ``convert_to_llm``, so a
+  turn's cost does not grow with the transcript.
+* Parallel calls that finish together (in one scheduling batch of Trio) end
+  in source order, so traces are reproducible (invariant 13).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -91,6 +112,11 @@ async def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Messa
     return [message for message in messages if isinstance(message, _LLM_TYPES)]
 
 
+def _tool_map(tools: tuple[AgentTool, ...]) -> dict[str, AgentTool]:
+    """Tools by name; of two with one name the first wins, as in pi."""
+    return {tool.name: tool for tool in reversed(tools)}
+
+
 class _ListenerFailed(BaseException):
     """A listener's exception on its way out through a stream function.
 
@@ -151,7 +177,7 @@ class _Run:
         self.reasoning = config.reasoning
         self.system_prompt = context.system_prompt
         self.tools: tuple[AgentTool, ...] = tuple(context.tools)
-        self.tool_map = {tool.name: tool for tool in self.tools}
+        self.tool_map = _tool_map(self.tools)
         self.messages: list[AgentMessage] = list(context.messages)
         self.new_messages: list[AgentMessage] = []
         # What the model sees, kept incrementally for the default convert_to_llm.
@@ -275,17 +301,8 @@ class _Run:
                     await self.emit(TurnEnd(message, ()))
                     await self._end()
                     return
-                results: tuple[ToolResultMessage, ...] = ()
-                self.more = False
-                batch = self.batch
-                if batch is not None:
-                    await run_batch(self, batch)
-                    results = batch.messages
-                    self.more = not batch.terminate
-                    self.batch = None
-                self.turn_open = False
+                results = await self._end_turn(message, run_batch)
                 first_turn = False
-                await self.emit(TurnEnd(message, results))
                 stop = config.should_stop_after_turn
                 if stop is not None or config.prepare_next_turn is not None:
                     last_turn = TurnContext(
@@ -305,6 +322,23 @@ class _Run:
             self.pending = follow_ups
         await self._end()
 
+    async def _end_turn(
+        self, reply: AssistantMessage, answer: Callable[[_Run, Batch], Awaitable[None]]
+    ) -> tuple[ToolResultMessage, ...]:
+        """Answer the reply's tool calls with ``answer`` (run them, or after an
+        abort finish them), then emit ``turn_end``; return the results."""
+        results: tuple[ToolResultMessage, ...] = ()
+        self.more = False
+        batch = self.batch
+        if batch is not None:
+            await answer(self, batch)
+            results = batch.messages
+            self.more = not batch.terminate
+            self.batch = None
+        self.turn_open = False
+        await self.emit(TurnEnd(reply, results))
+        return results
+
     async def _end(self) -> None:
         self.ended = True
         await self.emit(AgentEnd(tuple(self.new_messages)))
@@ -318,7 +352,7 @@ class _Run:
             self.system_prompt = context.system_prompt
             self.messages = list(context.messages)
             self.tools = tuple(context.tools)
-            self.tool_map = {tool.name: tool for tool in self.tools}
+            self.tool_map = _tool_map(self.tools)
             self._llm_messages = []
             self._llm_seen = 0
         if next_turn.model is not None:
@@ -496,16 +530,7 @@ class _Run:
                 reply = await self._settle(self._aborted(), False)
             else:
                 reply = self.assistant
-            results: tuple[ToolResultMessage, ...] = ()
-            self.more = False
-            batch = self.batch
-            if batch is not None:
-                await finish_aborted_batch(self, batch)
-                results = batch.messages
-                self.more = not batch.terminate
-                self.batch = None
-            self.turn_open = False
-            await emit(TurnEnd(reply, results))
+            await self._end_turn(reply, finish_aborted_batch)
             if reply.stop_reason == "error" or reply.stop_reason == "aborted":
                 await self._end()
                 return
@@ -539,6 +564,11 @@ def _check_run_arguments(context: Any, config: Any, emit: Any) -> None:
         raise TypeError(f"config must be an AgentLoopConfig, not {type(config).__name__}")
     if not callable(emit):
         raise TypeError(f"emit must be an async callable taking an event, not {emit!r}")
+    if inspect.isfunction(emit) and not inspect.iscoroutinefunction(emit):
+        raise TypeError(
+            "emit must be an async function (async def), "
+            f"not the plain function {emit.__qualname__}"
+        )
     _check_messages("context.messages", context.messages)
 
 

@@ -15,6 +15,7 @@ function and runs a sync function in a worker thread.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -53,6 +54,12 @@ def _check_execute(instance: AgentTool, attribute: attrs.Attribute[Any], value: 
     if not callable(value):
         raise ToolDefinitionError(
             f"tool {instance.name!r}: execute must be callable, not {value!r}"
+        )
+    if inspect.isfunction(value) and not inspect.iscoroutinefunction(value):
+        raise ToolDefinitionError(
+            f"tool {instance.name!r}: execute must be an async function, not the plain "
+            f"function {value.__qualname__}; wrap a sync function with @trio_agent.tool, "
+            "which runs it in a worker thread"
         )
 
 

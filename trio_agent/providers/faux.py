@@ -260,43 +260,39 @@ def _chunks(text: str, size: int | None) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+async def _fail(model: Model, emit: Emit, text: str) -> AssistantMessage:
+    """End the call with an error reply (after the wait every call has)."""
+    await trio.lowlevel.checkpoint()
+    message = AssistantMessage(
+        api="faux", provider=model.provider, model=model.id, stop_reason="error", error_message=text
+    )
+    await emit(StreamError("error", message))
+    return message
+
+
 async def stream(
     model: Model, context: LlmContext, options: StreamOptions, emit: Emit
 ) -> AssistantMessage:
     """The stream function of scripted models (``api="faux"``)."""
     script: _Script | None = getattr(model, "_script", None)
     if script is None:
-        await trio.lowlevel.checkpoint()
-        message = AssistantMessage(
-            api="faux",
-            provider=model.provider,
-            model=model.id,
-            stop_reason="error",
-            error_message=(
-                f"model {model.id!r} has no script: make it with trio_agent.providers.faux.model()"
-            ),
+        return await _fail(
+            model,
+            emit,
+            f"model {model.id!r} has no script: make it with trio_agent.providers.faux.model()",
         )
-        await emit(StreamError("error", message))
-        return message
     assert isinstance(model, FauxModel)
     index = script.next
     script.calls.append(FauxCall(model=model, context=context, options=options))
     if index >= len(script.responses):
         # Not advancing ``next``: a reply added later (``model.add``) is played
         # by the next call instead of being skipped.
-        await trio.lowlevel.checkpoint()
-        message = AssistantMessage(
-            api="faux",
-            provider=model.provider,
-            model=model.id,
-            stop_reason="error",
-            error_message=(
-                f"no more scripted responses "
-                f"(call {len(script.calls)}, {len(script.responses)} scripted)"
-            ),
+        return await _fail(
+            model,
+            emit,
+            f"no more scripted responses "
+            f"(call {len(script.calls)}, {len(script.responses)} scripted)",
         )
-        await emit(StreamError("error", message))
-        return message
     script.next += 1
     entry = script.responses[index]
     spec = _as_reply(entry(context) if callable(entry) else entry)
@@ -345,6 +341,7 @@ def _has_tool_call(content: tuple[AssistantContent, ...]) -> bool:
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
 
 async def _stream_block(
     builder: AssistantMessageBuilder,

@@ -1,0 +1,86 @@
+"""The provider registry behind Model.api (providers.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import trio_agent.providers as providers
+from tests._support import Recorder
+from trio_agent import (
+    AgentContext,
+    AgentLoopConfig,
+    AssistantMessage,
+    Model,
+    TextContent,
+    UnknownApiError,
+    UserMessage,
+    run_agent_loop,
+)
+from trio_agent.providers import faux
+
+
+@pytest.fixture
+def custom_api() -> Iterator[str]:
+    yield "custom-test"
+    providers._registry.pop("custom-test", None)
+
+
+async def test_a_registered_stream_function_serves_its_api(custom_api: str) -> None:
+    seen: list[str] = []
+
+    async def stream_fn(model: Model, context: Any, options: Any, emit: Any) -> AssistantMessage:
+        seen.append(model.id)
+        return AssistantMessage(content=(TextContent("custom"),))
+
+    providers.register(custom_api, stream_fn)
+    messages = await run_agent_loop(
+        [UserMessage.text("hi")],
+        AgentContext(),
+        AgentLoopConfig(model=Model(id="m1", api=custom_api)),
+        Recorder(),
+    )
+    assert seen == ["m1"]
+    assert messages[-1].text == "custom"  # type: ignore[union-attr]
+    assert custom_api in providers.registered_apis()
+
+
+def test_the_scripted_model_is_always_registered() -> None:
+    assert providers.get_stream_fn("faux") is faux.stream
+
+
+def test_an_unknown_api_names_itself_and_the_known_ones() -> None:
+    with pytest.raises(
+        UnknownApiError, match=r"no stream function is registered for api 'x' \(registered: faux"
+    ):
+        providers.get_stream_fn("x")
+
+
+@pytest.mark.parametrize(
+    ("api", "fn", "error"),
+    [
+        ("", faux.stream, "api must be a non-empty string, not ''"),
+        ("ok", 42, "stream_fn must be an async callable, not 42"),
+    ],
+)
+def test_register_refuses_bad_arguments(api: str, fn: Any, error: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=error):
+        providers.register(api, fn)
+
+
+async def test_a_model_without_a_script_ends_with_an_error_reply() -> None:
+    recorder = Recorder()
+    messages = await run_agent_loop(
+        [UserMessage.text("hi")],
+        AgentContext(),
+        AgentLoopConfig(model=Model(id="bare", api="faux")),
+        recorder,
+    )
+    last = messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert (last.stop_reason, last.error_message) == (
+        "error",
+        "model 'bare' has no script: make it with trio_agent.providers.faux.model()",
+    )
