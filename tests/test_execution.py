@@ -517,3 +517,14 @@ def test_a_plain_function_as_execute_is_refused_with_a_hint() -> None:
         ToolDefinitionError, match=r"execute must be an async function.*@trio_agent\.tool"
     ):
         AgentTool(name="s", description="", parameters={"type": "object"}, execute=execute)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("arguments", [["x"], "text", None, 5])
+async def test_arguments_that_are_not_an_object_are_an_error_result(arguments: Any) -> None:
+    from trio_agent import ToolCall
+
+    reply = faux.reply(ToolCall("t1", "echo", arguments), emit_start=False)
+    messages, _ = await run(reply, [ECHO])
+    [(call_id, text, is_error)] = results(messages)
+    assert (call_id, is_error) == ("t1", True)
+    assert text.startswith('Validation failed for tool "echo":\n  - root: must be object\n')
