@@ -22,27 +22,28 @@ task is busy running the tool), and the loop waits for the pump to drain
 before it emits the call's end, so updates always precede the end and
 listeners are never called concurrently.
 
-After an abort, :func:`finish_aborted_batch` gives every call exactly one
-result: the one it finished with, or "Operation aborted".
+After an abort or a failure, :func:`closing_batch_events` gives every call
+exactly one result: the one it finished with, or "Operation aborted".
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
 from ._config import AfterToolCallContext, BeforeToolCallContext
-from ._events import ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
+from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._messages import AssistantMessage, TextContent, ToolCall, ToolResult, ToolResultMessage
 from ._tools import AgentTool
 
 if TYPE_CHECKING:
     from ._loop import _Run
 
-__all__ = ["ABORTED", "Batch", "CallState", "UpdatePump", "finish_aborted_batch", "run_batch"]
+__all__ = ["ABORTED", "Batch", "CallState", "UpdatePump", "closing_batch_events", "run_batch"]
 
 ABORTED = "Operation aborted"
 _BLOCKED = "Tool execution was blocked"
@@ -127,21 +128,25 @@ class Batch:
 # --- the events of one call -----------------------------------------------------------
 
 
-async def _start(run: _Run, state: CallState) -> None:
+# Each ``_*_event`` function records that the event is emitted and returns it;
+# the caller emits it (or, when a run is closed without listeners, drops it).
+
+
+def _start_event(state: CallState) -> ToolExecutionStart:
     call = state.tool_call
     state.started = True
-    await run.emit(ToolExecutionStart(call.id, call.name, call.arguments))
+    return ToolExecutionStart(call.id, call.name, call.arguments)
 
 
-async def _end(run: _Run, state: CallState) -> None:
+def _end_event(state: CallState) -> ToolExecutionEnd:
     call = state.tool_call
     result = state.result
     assert result is not None
     state.ended = True
-    await run.emit(ToolExecutionEnd(call.id, call.name, result, state.is_error))
+    return ToolExecutionEnd(call.id, call.name, result, state.is_error)
 
 
-async def _announce(run: _Run, state: CallState) -> None:
+def _result_message(state: CallState) -> ToolResultMessage:
     call = state.tool_call
     result = state.result
     assert result is not None
@@ -154,7 +159,19 @@ async def _announce(run: _Run, state: CallState) -> None:
         usage=result.usage,
     )
     state.message = message
-    await run.announce(message)
+    return message
+
+
+async def _start(run: _Run, state: CallState) -> None:
+    await run.emit(_start_event(state))
+
+
+async def _end(run: _Run, state: CallState) -> None:
+    await run.emit(_end_event(state))
+
+
+async def _announce(run: _Run, state: CallState) -> None:
+    await run.announce(_result_message(state))
 
 
 # --- preparing and executing ------------------------------------------------------------
@@ -351,29 +368,30 @@ async def run_batch(run: _Run, batch: Batch) -> None:
             await _announce(run, state)
 
 
-async def finish_aborted_batch(run: _Run, batch: Batch) -> None:
-    """After an abort: give every call exactly one result and emit what is missing.
+def closing_batch_events(run: _Run, batch: Batch) -> Iterator[AgentEvent]:
+    """After an abort or a failure: give every call exactly one result, and
+    yield the events not emitted yet.
 
     A call keeps the result it finished with; any other gets "Operation
-    aborted". What was not emitted yet follows in source order, in the shape
-    of the batch's mode: per call start, end and result message for a
-    sequential (or truncated) batch; starts and ends, then the result
-    messages, for a parallel one.
+    aborted". The missing events follow in source order, in the shape of the
+    batch's mode: per call start, end and result message for a sequential (or
+    truncated) batch; starts and ends, then the result messages, for a
+    parallel one.
     """
     parallel = batch.mode == "parallel"
     for state in batch.calls:
         if not state.started:
-            await _start(run, state)
+            yield _start_event(state)
         if not state.ended:
             if state.result is None:
                 state.result = error_result(ABORTED)
                 state.is_error = True
-            await _end(run, state)
+            yield _end_event(state)
         if not parallel and state.message is None:
-            await _announce(run, state)
+            yield from run.announce_events(_result_message(state))
     for state in batch.calls:
         if state.message is None:
-            await _announce(run, state)
+            yield from run.announce_events(_result_message(state))
 
 
 class UpdatePump:

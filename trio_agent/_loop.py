@@ -12,7 +12,7 @@ which message has started without ending, what the streaming reply looked
 like at its last event, which tool calls have started, ended and been
 answered. An abort cancels both scopes' contents at their next checkpoint;
 when the ``Cancelled`` has unwound to ``abort`` (which catches it), the run
-is *outside* the cancelled scope again and :meth:`_Run.finish_aborted` emits
+is *outside* the cancelled scope again and :meth:`_Run.finish` emits
 what the grammar still owes from that record — the aborted reply, a result
 for every tool call, ``turn_end``, ``agent_end`` — so listeners can await
 normally while they handle those events.
@@ -46,7 +46,7 @@ Where this differs from pi-agent-core 0.85, and why:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -66,11 +66,12 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._execution import ABORTED, Batch, BatchMode, UpdatePump, finish_aborted_batch, run_batch
+from ._execution import ABORTED, Batch, BatchMode, UpdatePump, closing_batch_events, run_batch
 from ._messages import (
     AgentMessage,
     AssistantMessage,
     Message,
+    StopReason,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -189,7 +190,7 @@ class _Run:
         self._channel: tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]] | None = (
             None
         )
-        # Progress, for finish_aborted.
+        # Progress, for closing_events.
         self.agent_started = False
         self.ended = False
         self.turn_open = False
@@ -210,8 +211,8 @@ class _Run:
 
         Events after an abort are emitted outside the cancelled scope (loop.md
         §6): an event the loop has already recorded as emitted but that met
-        an abort first is kept in ``undelivered``, and ``finish_aborted``
-        delivers it before anything else.
+        an abort first is kept in ``undelivered``, and ``closing_events``
+        yields it before anything else.
         """
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -228,13 +229,22 @@ class _Run:
         self.messages.append(message)
         self.new_messages.append(message)
 
-    async def announce(self, message: AgentMessage) -> None:
-        """Append ``message`` and emit its ``message_start`` / ``message_end``."""
+    # The *_events generators change the run's record as they go and yield
+    # the events that go with each change, so that one piece of code serves
+    # the loop (which emits each event) and the closing of an interrupted run
+    # (which may have no listener left to emit to).
+
+    def announce_events(self, message: AgentMessage) -> Iterator[AgentEvent]:
+        """Append ``message``: its ``message_start`` and ``message_end``."""
         self._append(message)
         self.open_message = message
-        await self.emit(MessageStart(message))
+        yield MessageStart(message)
         self.open_message = None
-        await self.emit(MessageEnd(message))
+        yield MessageEnd(message)
+
+    async def announce(self, message: AgentMessage) -> None:
+        for event in self.announce_events(message):
+            await self.emit(event)
 
     def pump(self) -> UpdatePump:
         if self._pump is None:
@@ -260,7 +270,7 @@ class _Run:
 
     async def main(self, prompts: Sequence[AgentMessage] | None) -> None:
         if prompts:
-            self.pending = list(prompts)  # from here on, finish_aborted delivers them
+            self.pending = list(prompts)  # from here on, closing_events delivers them
         await trio.lowlevel.checkpoint()
         self.agent_started = True
         await self.emit(AgentStart())
@@ -269,10 +279,15 @@ class _Run:
         await self._inject()
         await self._turns()
 
-    async def _inject(self) -> None:
+    def inject_events(self) -> Iterator[AgentEvent]:
+        """Announce the pending (prompt, steering, follow-up) messages, in order."""
         pending = self.pending
         while pending:
-            await self.announce(pending.pop(0))
+            yield from self.announce_events(pending.pop(0))
+
+    async def _inject(self) -> None:
+        for event in self.inject_events():
+            await self.emit(event)
 
     async def _turns(self) -> None:
         config = self.config
@@ -296,12 +311,14 @@ class _Run:
                     await self.emit(TurnStart())
                 await self._inject()
                 message = await self._stream_reply()
+                if self.batch is not None:  # none for an error or aborted reply
+                    await run_batch(self, self.batch)
+                results = self._batch_done()
+                self.turn_open = False
+                await self.emit(TurnEnd(message, results))
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
-                    self.turn_open = False
-                    await self.emit(TurnEnd(message, ()))
                     await self._end()
                     return
-                results = await self._end_turn(message, run_batch)
                 first_turn = False
                 stop = config.should_stop_after_turn
                 if stop is not None or config.prepare_next_turn is not None:
@@ -322,22 +339,15 @@ class _Run:
             self.pending = follow_ups
         await self._end()
 
-    async def _end_turn(
-        self, reply: AssistantMessage, answer: Callable[[_Run, Batch], Awaitable[None]]
-    ) -> tuple[ToolResultMessage, ...]:
-        """Answer the reply's tool calls with ``answer`` (run them, or after an
-        abort finish them), then emit ``turn_end``; return the results."""
-        results: tuple[ToolResultMessage, ...] = ()
-        self.more = False
+    def _batch_done(self) -> tuple[ToolResultMessage, ...]:
+        """The answered batch's results; whether the model is to be asked again."""
         batch = self.batch
-        if batch is not None:
-            await answer(self, batch)
-            results = batch.messages
-            self.more = not batch.terminate
-            self.batch = None
-        self.turn_open = False
-        await self.emit(TurnEnd(reply, results))
-        return results
+        if batch is None:
+            self.more = False
+            return ()
+        self.batch = None
+        self.more = not batch.terminate
+        return batch.messages
 
     async def _end(self) -> None:
         self.ended = True
@@ -461,7 +471,7 @@ class _Run:
             elif isinstance(event, StreamError):
                 self.final = event.error
 
-    async def _settle(self, final: AssistantMessage, started: bool) -> AssistantMessage:
+    def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
         """Make ``final`` the turn's reply: append it, prepare its tool batch, announce it."""
         self._append(final)
         self.assistant = final
@@ -472,9 +482,13 @@ class _Run:
                 self.batch = Batch(final, calls, self._batch_mode(final, calls))
         if not started:
             self.open_message = final
-            await self.emit(MessageStart(final))
+            yield MessageStart(final)
         self.open_message = None
-        await self.emit(MessageEnd(final))
+        yield MessageEnd(final)
+
+    async def _settle(self, final: AssistantMessage, started: bool) -> AssistantMessage:
+        for event in self.settle_events(final, started):
+            await self.emit(event)
         return final
 
     def _batch_mode(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> BatchMode:
@@ -489,59 +503,84 @@ class _Run:
                 return "sequential"
         return "parallel"
 
-    # -- after an abort -------------------------------------------------------------------------
+    # -- closing an interrupted run -------------------------------------------------------------
 
-    def _aborted(self, base: AssistantMessage | None = None) -> AssistantMessage:
+    def _closed(
+        self, stop_reason: StopReason, text: str, base: AssistantMessage | None = None
+    ) -> AssistantMessage:
         if base is None:
             model = self.model
             base = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
-        return attrs.evolve(base, stop_reason="aborted", error_message=ABORTED)
+        return attrs.evolve(base, stop_reason=stop_reason, error_message=text)
 
-    async def finish_aborted(self) -> None:
-        """Emit what the grammar still owes after an abort (loop.md §6).
+    def closing_events(self, stop_reason: StopReason, text: str) -> Iterator[AgentEvent]:
+        """Close a run that was aborted (``"aborted"``) or failed (``"error"``).
 
-        Runs outside the cancelled scope and calls nothing but ``emit``: no
-        hook, no model, no tool.
+        Yields the events the grammar still owes, from wherever the run was,
+        and records the messages that go with them: the reply that was
+        streaming becomes final with this stop reason and ``text`` as its
+        error message; every tool call of the batch gets a result ("Operation
+        aborted" if it had none); a reply of its own (no content) stands where
+        the next model call would have been, if the run would have gone on —
+        and, after a failure, always, so that the failure is in the
+        transcript. Calls nothing but the model of the run: no hook, no tool,
+        no model. (loop.md §6; for failures agent.md.)
         """
-        emit = self.emit
         if self.undelivered is not None:
             event, self.undelivered = self.undelivered, None
-            await self.listener(event)
+            yield event
         if self.ended:
             return
+        failed = stop_reason == "error"
         if not self.agent_started:
             self.agent_started = True
-            await emit(AgentStart())
+            yield AgentStart()
             self.turn_open = True
-            await emit(TurnStart())
+            yield TurnStart()
         if self.open_message is not None:
-            message = self.open_message
-            self.open_message = None
-            await emit(MessageEnd(message))
+            message, self.open_message = self.open_message, None
+            yield MessageEnd(message)
+        recorded = False  # the failure is in the transcript
         if self.turn_open:
             if self.streaming:
                 reply = self.final
                 if reply is None:
                     partial = self.partial
-                    reply = self._aborted(None if partial is None else partial.partial)  # type: ignore[union-attr]
-                await self._settle(reply, self.stream_started)
+                    base = None if partial is None else partial.partial  # type: ignore[union-attr]
+                    reply = self._closed(stop_reason, text, base)
+                    recorded = True
+                yield from self.settle_events(reply, self.stream_started)
             elif self.assistant is None:
-                await self._inject()
-                reply = await self._settle(self._aborted(), False)
+                yield from self.inject_events()
+                reply = self._closed(stop_reason, text)
+                recorded = True
+                yield from self.settle_events(reply, False)
             else:
                 reply = self.assistant
-            await self._end_turn(reply, finish_aborted_batch)
-            if reply.stop_reason == "error" or reply.stop_reason == "aborted":
-                await self._end()
-                return
-        if self.more or self.pending:
-            self.turn_open = True
-            await emit(TurnStart())
-            await self._inject()
-            reply = await self._settle(self._aborted(), False)
+            if self.batch is not None:
+                yield from closing_batch_events(self, self.batch)
+            results = self._batch_done()
             self.turn_open = False
-            await emit(TurnEnd(reply, ()))
-        await self._end()
+            yield TurnEnd(reply, results)
+            if reply.stop_reason == "error" or reply.stop_reason == "aborted":
+                self.ended = True
+                yield AgentEnd(tuple(self.new_messages))
+                return
+        if self.more or self.pending or (failed and not recorded):
+            self.turn_open = True
+            yield TurnStart()
+            yield from self.inject_events()
+            reply = self._closed(stop_reason, text)
+            yield from self.settle_events(reply, False)
+            self.turn_open = False
+            yield TurnEnd(reply, ())
+        self.ended = True
+        yield AgentEnd(tuple(self.new_messages))
+
+    async def finish(self, stop_reason: StopReason, text: str) -> None:
+        """Emit the closing events (:meth:`closing_events`), outside the cancelled scope."""
+        for event in self.closing_events(stop_reason, text):
+            await self.emit(event)
 
 
 def _check_messages(name: str, messages: Any) -> None:
@@ -579,8 +618,21 @@ def _resolve_stream_fn(config: AgentLoopConfig, stream_fn: StreamFn | None) -> S
 
 
 async def _drive(
-    run: _Run, prompts: Sequence[AgentMessage] | None, abort: trio.CancelScope | None
+    run: _Run,
+    prompts: Sequence[AgentMessage] | None,
+    abort: trio.CancelScope | None,
+    *,
+    on_error: Callable[[_Run, Exception], Awaitable[None]] | None = None,
+    on_interrupt: Callable[[_Run, BaseException], None] | None = None,
 ) -> list[AgentMessage]:
+    """Run ``run`` inside ``abort`` and its nursery; close it after an abort.
+
+    What escapes the nursery is reduced to one exception and re-raised, after
+    ``on_error`` (an ``Exception``: a listener's, a hook's) or
+    ``on_interrupt`` (``Cancelled`` from outside, ``KeyboardInterrupt``) had
+    the chance to close the run: the ``Agent`` uses them to keep its state
+    whole.
+    """
     if abort is None:
         abort = trio.CancelScope()
     elif getattr(abort, "_has_been_entered", False):
@@ -589,6 +641,7 @@ async def _drive(
             "make a new trio.CancelScope() for each run"
         )
     run.abort = abort
+    error: BaseException | None = None
     try:
         with abort:
             # The nursery holds the run's child tasks (parallel tool calls, the
@@ -600,11 +653,18 @@ async def _drive(
                 finally:
                     run.close_pump()
     except BaseExceptionGroup as group:
-        raise _one_exception(group) from None
+        error = _one_exception(group)
     finally:
         run.close_channels()
+    if error is not None:
+        if isinstance(error, Exception):
+            if on_error is not None:
+                await on_error(run, error)
+        elif on_interrupt is not None:
+            on_interrupt(run, error)
+        raise error
     if not run.ended or run.undelivered is not None:
-        await run.finish_aborted()
+        await run.finish("aborted", ABORTED)
     return run.new_messages
 
 
