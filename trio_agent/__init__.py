@@ -12,6 +12,11 @@ private. Model providers live in :mod:`trio_agent.providers`.
 
 from __future__ import annotations
 
+from ._agent import Agent as Agent
+from ._agent import AgentBusyError as AgentBusyError
+from ._agent import AgentListener as AgentListener
+from ._agent import AgentState as AgentState
+from ._agent import QueueMode as QueueMode
 from ._config import AfterToolCallContext as AfterToolCallContext
 from ._config import AfterToolCallResult as AfterToolCallResult
 from ._config import AgentContext as AgentContext
@@ -96,13 +101,17 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "AfterToolCallContext",
     "AfterToolCallResult",
+    "Agent",
+    "AgentBusyError",
     "AgentContext",
     "AgentEmit",
     "AgentEnd",
     "AgentEvent",
+    "AgentListener",
     "AgentLoopConfig",
     "AgentMessage",
     "AgentStart",
+    "AgentState",
     "AgentTool",
     "AssistantContent",
     "AssistantMessage",
@@ -122,6 +131,7 @@ __all__ = [
     "Model",
     "ModelCost",
     "NextTurn",
+    "QueueMode",
     "ReasoningLevel",
     "StopReason",
     "StreamDone",

@@ -22,6 +22,11 @@ task is busy running the tool), and the loop waits for the pump to drain
 before it emits the call's end, so updates always precede the end and
 listeners are never called concurrently.
 
+Hooks run in the loop task only: ``before_tool_call`` while the calls are
+prepared, ``after_tool_call`` when the loop takes a finished call in (so
+after-hooks of calls that finish together run in source order, and never at
+the same time). Only the tools themselves run concurrently.
+
 After an abort or a failure, :func:`closing_batch_events` gives every call
 exactly one result: the one it finished with, or "Operation aborted".
 """
@@ -218,12 +223,10 @@ async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
     state.args = args
 
 
-async def _execute(run: _Run, batch: Batch, state: CallState, on_update: Any) -> None:
-    """Run a prepared call and ``after_tool_call``; record the outcome in ``state``.
+async def _execute(state: CallState, on_update: Any) -> None:
+    """Run a prepared call's tool; record its result (or its error) in ``state``.
 
-    Cancellation: ``Cancelled`` propagates. The tool's own result is recorded
-    before ``after_tool_call`` runs, so a call whose hook is cut short by an
-    abort keeps the result the tool returned.
+    Cancellation: ``Cancelled`` propagates and nothing is recorded.
     """
     tool = state.tool
     assert tool is not None
@@ -244,9 +247,21 @@ async def _execute(run: _Run, batch: Batch, state: CallState, on_update: Any) ->
         state.accepting = False
     state.result = result
     state.is_error = is_error
+
+
+async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
+    """Let ``after_tool_call`` override an executed call's result (in the loop task).
+
+    The tool's own result is already recorded, so a call whose hook is cut
+    short by an abort keeps the result the tool returned.
+    """
     after = run.config.after_tool_call
     if after is None:
         return
+    call = state.tool_call
+    result = state.result
+    is_error = state.is_error
+    assert result is not None
     try:
         override = await after(
             AfterToolCallContext(
@@ -287,9 +302,10 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
         if state.accepting:
             pump.push(_update_event(state, partial))
 
-    await _execute(run, batch, state, on_update)
+    await _execute(state, on_update)
     if pump.backlog:
         await pump.wait_drained()
+    await _finalize(run, batch, state)
 
 
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
@@ -301,7 +317,7 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
             if state.accepting:
                 send.send_nowait((state, _update_event(state, partial)))
 
-        await _execute(run, batch, state, on_update)
+        await _execute(state, on_update)
         # The buffer is unbounded: reporting never blocks and never checkpoints,
         # so a call that finished (even in a shield, after an abort) has its
         # outcome in its slot whatever happens to the loop task.
@@ -326,6 +342,7 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
         for state, update in arrived:
             if update is None:
                 remaining -= 1
+                await _finalize(run, batch, state)
                 await _end(run, state)
             else:
                 await run.emit(update)

@@ -237,6 +237,13 @@ def to_messages(spec: Any) -> list[AgentMessage]:
     return [to_message(item) for item in spec] if isinstance(spec, list) else [to_message(spec)]
 
 
+def to_prompt(spec: Any) -> str | AgentMessage | list[AgentMessage]:
+    """A prompt for ``Agent.prompt``: a string as it is, a message, or a list of messages."""
+    if isinstance(spec, str):
+        return spec
+    return to_messages(spec) if isinstance(spec, list) else to_message(spec)
+
+
 def to_blocks(spec: Any) -> tuple[Any, ...]:
     if isinstance(spec, str):
         return (TextContent(spec),)
@@ -304,6 +311,12 @@ class Harness:
         self.config_spec: dict[str, Any] = scenario.get("config", {})
         self.lines: list[str] = []
         self.tool_executions: list[dict[str, Any]] = []
+        # Trio starts the calls of a parallel batch together, in an order its
+        # scheduler picks at random; the record lists them in source order,
+        # which is the order pi invokes them in.
+        self.execution_order: list[tuple[int, int]] = []
+        self.batch_seq = 0
+        self.call_positions: dict[str, int] = {}
         self.hook_calls: list[dict[str, Any]] = []
         responses: list[faux.Script] = [to_reply(spec) for spec in scenario.get("responses", [])]
         responses += [_missing(k) for k in range(len(responses), len(responses) + 64)]
@@ -322,6 +335,7 @@ class Harness:
         self.run_index = 0
         self.event_counts: dict[int, list[dict[str, Any]]] = {}
         self.abort: trio.CancelScope | None = None
+        self.agent: trio_agent.Agent | None = None
         self.nursery: trio.Nursery | None = None
 
     def out(self, value: Any) -> None:
@@ -343,6 +357,7 @@ class Harness:
                 "outcome": "running",
             }
             self.tool_executions.append(record)
+            self.execution_order.append((self.batch_seq, self.call_positions.get(tool_call_id, 0)))
 
             def fill(template: str) -> str:
                 return (
@@ -560,6 +575,9 @@ class Harness:
         """The listener: print the event's line, then fire the actions it triggers."""
         if event.type == "turn_end":
             self.turn_ends += 1
+        if event.type == "message_end" and isinstance(event.message, AssistantMessage):
+            self.batch_seq += 1
+            self.call_positions = {c.id: i for i, c in enumerate(event.message.tool_calls)}
         self.out(norm_event(event))
         for action in self.actions:
             on = action.get("on")
@@ -596,17 +614,25 @@ class Harness:
         action["_fired"] = True
         do = action["do"]
         line: dict[str, Any] = {"type": "#action", "do": do}
+        agent = self.agent
         if do in ("steer", "followUp"):
             message = to_message(action["message"])
             line["message"] = norm_message(message)
             self.out(line)
-            (self.steering if do == "steer" else self.follow_ups).append(message)
+            if agent is not None:
+                (agent.steer if do == "steer" else agent.follow_up)(message)
+            else:
+                (self.steering if do == "steer" else self.follow_ups).append(message)
         elif do == "abort":
             self.out(line)
-            if self.abort is not None:
+            if agent is not None:
+                agent.abort()
+            elif self.abort is not None:
                 self.abort.cancel()
         elif do == "clearQueues":
             self.out(line)
+            if agent is not None:
+                agent.clear_all_queues()
             self.steering.clear()
             self.follow_ups.clear()
         elif do == "throw":
@@ -614,16 +640,29 @@ class Harness:
             line["error"] = text
             self.out(line)
             raise ScriptError(text)
+        elif agent is not None and do in ("prompt", "continue"):
+            try:
+                if do == "prompt":
+                    await agent.prompt(to_prompt(action["message"]))
+                else:
+                    await agent.continue_()
+            except Exception as exc:
+                line["error"] = str(exc)
+            else:
+                line["error"] = None
+            self.out(line)
         else:
-            raise SystemExit(f"action {do!r} needs the agent driver")
+            raise ValueError(f"action {do!r} needs the agent driver")
 
-    # -- running ------------------------------------------------------------------------------
+    # -- running -------------------------------------------------------------------------------
 
     async def run(self) -> list[str]:
-        if self.driver != "loop":
-            raise SystemExit(f"driver {self.driver!r} is not supported by this runner yet")
+        if self.driver not in ("loop", "agent"):
+            raise ValueError(f"unknown driver {self.driver!r}")
         messages = [to_message(m) for m in self.scenario.get("initialMessages", [])]
         system_prompt = self.scenario.get("systemPrompt", "")
+        if self.driver == "agent":
+            self.agent = self._make_agent(system_prompt, messages)
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             for index, run in enumerate(self.runs):
@@ -634,35 +673,77 @@ class Harness:
                 for action in self.actions:
                     if "afterMs" in action and action.get("run", 0) == index:
                         nursery.start_soon(self._after, action)
-                context = AgentContext(system_prompt, list(messages), self.tools)
-                try:
-                    if mode == "prompt":
-                        returned = await trio_agent.run_agent_loop(
-                            to_messages(run["prompt"]),
-                            context,
-                            self.loop_config(),
-                            self.on_event,
-                            self.abort,
-                        )
-                    else:
-                        returned = await trio_agent.run_agent_loop_continue(
-                            context, self.loop_config(), self.on_event, self.abort
-                        )
-                except Exception as exc:
-                    self.out({"type": "#run_end", "run": index, "error": str(exc)})
+                if self.agent is not None:
+                    await self._agent_run(self.agent, run, mode, index)
                 else:
-                    messages.extend(returned)
-                    self.out(
-                        {
-                            "type": "#run_end",
-                            "run": index,
-                            "error": None,
-                            "returned": [norm_message(m) for m in returned],
-                        }
-                    )
+                    await self._loop_run(run, mode, index, system_prompt, messages)
             nursery.cancel_scope.cancel()  # timers of actions that never fired
+        if self.agent is not None:
+            messages = list(self.agent.state.messages)
         self.out(self._result(messages))
         return self.lines
+
+    async def _loop_run(
+        self,
+        run: dict[str, Any],
+        mode: str,
+        index: int,
+        system_prompt: str,
+        messages: list[AgentMessage],
+    ) -> None:
+        context = AgentContext(system_prompt, list(messages), self.tools)
+        try:
+            if mode == "prompt":
+                returned = await trio_agent.run_agent_loop(
+                    to_messages(run["prompt"]),
+                    context,
+                    self.loop_config(),
+                    self.on_event,
+                    self.abort,
+                )
+            else:
+                returned = await trio_agent.run_agent_loop_continue(
+                    context, self.loop_config(), self.on_event, self.abort
+                )
+        except Exception as exc:
+            self.out({"type": "#run_end", "run": index, "error": str(exc)})
+        else:
+            messages.extend(returned)
+            returned_lines = [norm_message(m) for m in returned]
+            self.out({"type": "#run_end", "run": index, "error": None, "returned": returned_lines})
+
+    def _make_agent(self, system_prompt: str, messages: list[AgentMessage]) -> trio_agent.Agent:
+        config = self.loop_config()
+        agent = trio_agent.Agent(
+            self.model,
+            system_prompt=system_prompt,
+            tools=self.tools,
+            messages=messages,
+            tool_execution=config.tool_execution,
+            steering_mode=self.config_spec.get("steeringMode", "one-at-a-time"),
+            follow_up_mode=self.config_spec.get("followUpMode", "one-at-a-time"),
+            before_tool_call=config.before_tool_call,
+            after_tool_call=config.after_tool_call,
+            transform_context=config.transform_context,
+            get_api_key=config.get_api_key,
+            should_stop_after_turn=config.should_stop_after_turn,
+            prepare_next_turn=config.prepare_next_turn,
+        )
+        agent.subscribe(self.on_event)
+        return agent
+
+    async def _agent_run(
+        self, agent: trio_agent.Agent, run: dict[str, Any], mode: str, index: int
+    ) -> None:
+        try:
+            if mode == "prompt":
+                await agent.prompt(to_prompt(run["prompt"]))
+            else:
+                await agent.continue_()
+        except Exception as exc:
+            self.out({"type": "#run_end", "run": index, "error": str(exc)})
+        else:
+            self.out({"type": "#run_end", "run": index, "error": None})
 
     def _result(self, messages: list[AgentMessage]) -> dict[str, Any]:
         calls = []
@@ -680,16 +761,30 @@ class Harness:
             if call.options.reasoning is not None:
                 entry["reasoning"] = call.options.reasoning
             calls.append(entry)
-        return {
+        result: dict[str, Any] = {
             "type": "#result",
             "driver": self.driver,
             "llmCalls": calls,
-            "toolExecutions": self.tool_executions,
+            "toolExecutions": [
+                record
+                for _, record in sorted(
+                    zip(self.execution_order, self.tool_executions, strict=True),
+                    key=lambda pair: pair[0],
+                )
+            ],
             "hookCalls": self.hook_calls,
             "messages": [norm_message(m) for m in messages],
-            "polls": dict(self.polls),
-            "queued": {"steering": len(self.steering), "followUp": len(self.follow_ups)},
         }
+        if self.agent is not None:
+            state = self.agent.state
+            result["errorMessage"] = state.error_message
+            result["isStreaming"] = state.is_streaming
+            result["pendingToolCalls"] = sorted(state.pending_tool_calls)
+            result["hasQueuedMessages"] = self.agent.has_queued_messages()
+        else:
+            result["polls"] = dict(self.polls)
+            result["queued"] = {"steering": len(self.steering), "followUp": len(self.follow_ups)}
+        return result
 
 
 def run_scenario(path: str | Path, driver: str | None = None) -> list[str]:

@@ -1,11 +1,11 @@
 """Every scenario, run with trio_agent, prints the lines the reference loop printed.
 
-Scenarios with driver ``loop`` are compared line by line, whole. Scenarios
-with driver ``agent`` exercise the loop through pi's ``Agent``; run with the
-loop driver they must print the same event and ``#action`` lines (the
-``#run_end`` and ``#result`` lines carry the Agent's state, which the loop
-does not have), except those that use what only an Agent has (re-entrant
-``prompt`` / ``continue``).
+Every scenario is compared line by line, whole, with its own driver (``loop``:
+``run_agent_loop``; ``agent``: ``trio_agent.Agent``). The ``agent`` scenarios
+also run through the loop driver: they must print the same event and
+``#action`` lines (the ``#run_end`` and ``#result`` lines carry the Agent's
+state, which the loop does not have), except those that use what only an
+Agent has (re-entrant ``prompt`` / ``continue``).
 
 Where trio_agent differs on purpose, ``NN_name.trio.expected.jsonl`` holds
 its lines, and README.md says why.
@@ -39,17 +39,17 @@ def agent_only(scenario: Path) -> bool:
 
 
 ALL = sorted(SCENARIOS.glob("*.json"))
-LOOP = [s for s in ALL if driver(s) == "loop"]
 AGENT_VIA_LOOP = [s for s in ALL if driver(s) == "agent" and not agent_only(s)]
 
 
 def test_the_scenarios_are_all_here() -> None:
-    assert len(LOOP) == 3
+    assert [driver(s) for s in ALL].count("loop") == 3
+    assert len(ALL) == 32
     assert len(AGENT_VIA_LOOP) == 28
 
 
-@pytest.mark.parametrize("scenario", LOOP, ids=lambda path: path.stem)
-def test_loop_scenario(scenario: Path) -> None:
+@pytest.mark.parametrize("scenario", ALL, ids=lambda path: path.stem)
+def test_scenario(scenario: Path) -> None:
     assert run_scenario(scenario) == expected_lines(scenario)
 
 

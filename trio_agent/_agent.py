@@ -1,0 +1,620 @@
+"""``Agent``: a transcript, the loop run on it, queues and listeners (agent.md).
+
+An ``Agent`` owns a transcript and runs :func:`trio_agent.run_agent_loop` on
+it, one run at a time, in the task that calls :meth:`Agent.prompt` or
+:meth:`Agent.continue_`. Between runs it has no task of its own.
+
+Its state is updated from the run's own events, before any listener sees the
+event, so a listener reading ``agent.state`` sees the event applied. When a
+run ends otherwise than normally, the agent still leaves its state whole:
+
+* **abort** (:meth:`Agent.abort`): the run closes itself (loop.md §6) and
+  ``prompt()`` returns normally;
+* **failure** (a listener, a hook or a broken stream function raises): the
+  run is closed with the events a listener expects — every started tool call
+  answered, an assistant message with ``stop_reason="error"`` naming the
+  exception, ``turn_end``, ``agent_end`` — and then ``prompt()`` re-raises
+  the exception (pi records it and returns; in Python an unexpected
+  exception should surface);
+* **cancellation from outside**, ``KeyboardInterrupt``: the state is closed
+  at once, without calling listeners (the partial reply appended as
+  ``aborted``, every started call answered), and the exception propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Literal, TypeAlias
+
+import trio
+
+from ._config import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    AgentContext,
+    AgentLoopConfig,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    NextTurn,
+    ThinkingLevel,
+    ToolExecution,
+    TurnContext,
+)
+from ._errors import TrioAgentError
+from ._events import AgentEvent, MessageStart, MessageUpdate
+from ._execution import ABORTED
+from ._loop import _drive, _resolve_stream_fn, _Run, default_convert_to_llm
+from ._messages import AgentMessage, ImageContent, Message, TextContent, UserMessage
+from ._model import Model
+from ._stream import StreamFn, Timeouts
+from ._tools import AgentTool
+from ._views import Prefix
+
+__all__ = ["Agent", "AgentBusyError", "AgentListener", "AgentState", "QueueMode"]
+
+QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
+AgentListener: TypeAlias = Callable[[AgentEvent], Awaitable[None]]
+
+_DEFAULT_TIMEOUTS = Timeouts()
+_BUSY_PROMPT = (
+    "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
+    "or wait for completion."
+)
+_BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
+_BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+
+
+class AgentBusyError(TrioAgentError, RuntimeError):
+    """A run is active: ``prompt()``, ``continue_()`` and ``reset()`` must wait for it."""
+
+
+def _check_mode(name: str, mode: str) -> QueueMode:
+    if mode not in ("one-at-a-time", "all"):
+        raise ValueError(f"{name} must be 'one-at-a-time' or 'all', not {mode!r}")
+    return mode  # type: ignore[return-value]  # checked just above
+
+
+def _as_message(message: str | AgentMessage, what: str) -> AgentMessage:
+    if isinstance(message, str):
+        return UserMessage.text(message)
+    if not isinstance(getattr(message, "role", None), str):
+        raise TypeError(
+            f"{what} takes a str or a message (an object with a role), not {message!r:.80}"
+        )
+    return message
+
+
+class _Queue:
+    """Steering or follow-up messages, taken one or all per poll."""
+
+    __slots__ = ("items", "mode")
+
+    def __init__(self, mode: QueueMode) -> None:
+        self.items: list[AgentMessage] = []
+        self.mode = mode
+
+    def take(self) -> list[AgentMessage]:
+        items = self.items
+        if not items:
+            return []
+        if self.mode == "all":
+            self.items = []
+            return items
+        return [items.pop(0)]
+
+
+class _ActiveRun:
+    __slots__ = ("abort", "done")
+
+    def __init__(self) -> None:
+        self.abort = trio.CancelScope()
+        self.done = trio.Event()
+
+
+class AgentState:
+    """A read-only view of an :class:`Agent`'s state, always current."""
+
+    __slots__ = ("_agent",)
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    @property
+    def system_prompt(self) -> str:
+        return self._agent._system_prompt
+
+    @property
+    def model(self) -> Model:
+        return self._agent._model
+
+    @property
+    def thinking_level(self) -> ThinkingLevel:
+        return self._agent._thinking_level
+
+    @property
+    def tools(self) -> tuple[AgentTool, ...]:
+        return self._agent._tools
+
+    @property
+    def messages(self) -> Sequence[AgentMessage]:
+        """The transcript as it is now (a read-only view; later messages are not in it)."""
+        return Prefix(self._agent._messages)
+
+    @property
+    def is_streaming(self) -> bool:
+        """True from the start of ``prompt()`` / ``continue_()`` until the run has ended."""
+        return self._agent._run is not None
+
+    @property
+    def streaming_message(self) -> AgentMessage | None:
+        """The message being announced (the partial assistant reply while it streams), or None."""
+        event = self._agent._streaming
+        return None if event is None else event.message
+
+    @property
+    def pending_tool_calls(self) -> frozenset[str]:
+        """The ids of the tool calls that have started and not ended."""
+        return frozenset(self._agent._pending_tool_calls)
+
+    @property
+    def error_message(self) -> str | None:
+        """The error message of the last turn that failed, in the last run."""
+        return self._agent._error_message
+
+    def __repr__(self) -> str:
+        return (
+            f"AgentState(model={self.model.id!r}, messages={len(self._agent._messages)}, "
+            f"is_streaming={self.is_streaming}, error_message={self.error_message!r})"
+        )
+
+
+class Agent:
+    """An agent: a transcript, tools, a model, and the loop run on them.
+
+    ::
+
+        agent = Agent(model=model, system_prompt="...", tools=[...])
+        unsubscribe = agent.subscribe(on_event)       # async def on_event(event): ...
+        await agent.prompt("What changed?")           # one whole run, in this task
+        agent.steer("Look at the tests too.")         # sync, from any task
+        agent.abort()                                 # sync, idempotent
+
+    Every constructor keyword but ``model`` is optional; the hooks are those
+    of :class:`~trio_agent.AgentLoopConfig`. Everything a run needs is
+    snapshotted when it starts, so changing the agent during a run (its
+    model, tools, system prompt, hooks) affects the next run.
+
+    Checkpoints: the async methods are always checkpoints; the sync ones
+    (``steer``, ``follow_up``, ``abort``, the setters and getters) never are.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        system_prompt: str = "",
+        tools: Iterable[AgentTool] = (),
+        messages: Iterable[AgentMessage] = (),
+        thinking_level: ThinkingLevel = "off",
+        stream_fn: StreamFn | None = None,
+        convert_to_llm: (
+            Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None
+        ) = None,
+        transform_context: (
+            Callable[[Sequence[AgentMessage]], Awaitable[Sequence[AgentMessage]]] | None
+        ) = None,
+        get_api_key: Callable[[str], Awaitable[str | None]] | None = None,
+        api_key: str | None = None,
+        before_tool_call: (
+            Callable[[BeforeToolCallContext], Awaitable[BeforeToolCallResult | None]] | None
+        ) = None,
+        after_tool_call: (
+            Callable[[AfterToolCallContext], Awaitable[AfterToolCallResult | None]] | None
+        ) = None,
+        should_stop_after_turn: Callable[[TurnContext], Awaitable[bool]] | None = None,
+        prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = None,
+        tool_execution: ToolExecution = "parallel",
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
+        session_id: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        max_retries: int = 2,
+        max_retry_delay: float = 60.0,
+        timeouts: Timeouts = _DEFAULT_TIMEOUTS,
+    ) -> None:
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a trio_agent.Model, not {model!r:.80}")
+        # A config made now checks every hook and option once, with clear errors.
+        self._config = AgentLoopConfig(
+            model=model,
+            api_key=api_key,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            session_id=session_id,
+            headers=dict(headers or {}),
+            max_retries=max_retries,
+            max_retry_delay=max_retry_delay,
+            timeouts=timeouts,
+            tool_execution=tool_execution,
+            convert_to_llm=convert_to_llm,
+            transform_context=transform_context,
+            get_api_key=get_api_key,
+            before_tool_call=before_tool_call,
+            after_tool_call=after_tool_call,
+            should_stop_after_turn=should_stop_after_turn,
+            prepare_next_turn=prepare_next_turn,
+        )
+        self._stream_fn = stream_fn
+        self._system_prompt = system_prompt
+        self._model = model
+        self._thinking_level: ThinkingLevel = thinking_level
+        self._tools = tuple(tools)
+        self._messages: list[AgentMessage] = [
+            _as_message(message, "messages") for message in messages
+        ]
+        self._steering = _Queue(_check_mode("steering_mode", steering_mode))
+        self._follow_ups = _Queue(_check_mode("follow_up_mode", follow_up_mode))
+        self._listeners: tuple[AgentListener, ...] = ()
+        self._run: _ActiveRun | None = None
+        self._streaming: MessageStart | MessageUpdate | None = None
+        self._pending_tool_calls: set[str] = set()
+        self._error_message: str | None = None
+        self._state = AgentState(self)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> AgentState:
+        """The agent's state: a read-only view, always current."""
+        return self._state
+
+    def set_system_prompt(self, system_prompt: str) -> None:
+        """Use ``system_prompt`` from the next run on."""
+        self._system_prompt = system_prompt
+
+    def set_model(self, model: Model) -> None:
+        """Use ``model`` from the next run on."""
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a trio_agent.Model, not {model!r:.80}")
+        self._model = model
+
+    def set_thinking_level(self, level: ThinkingLevel) -> None:
+        """Use this thinking level from the next run on (``"off"``: no reasoning)."""
+        if level not in ("off", "minimal", "low", "medium", "high", "xhigh"):
+            raise ValueError(
+                f"thinking level must be off, minimal, low, medium, high or xhigh, not {level!r}"
+            )
+        self._thinking_level = level
+
+    def set_tools(self, tools: Iterable[AgentTool]) -> None:
+        """Use these tools from the next run on (the iterable is copied)."""
+        self._tools = tuple(tools)
+
+    def replace_messages(self, messages: Iterable[AgentMessage]) -> None:
+        """Replace the transcript (copied), for instance with one loaded from JSON."""
+        self._messages = [_as_message(message, "replace_messages") for message in messages]
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        """How many queued steering messages each poll takes: one, or all."""
+        return self._steering.mode
+
+    @steering_mode.setter
+    def steering_mode(self, mode: QueueMode) -> None:
+        self._steering.mode = _check_mode("steering_mode", mode)
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        """How many queued follow-up messages each poll takes: one, or all."""
+        return self._follow_ups.mode
+
+    @follow_up_mode.setter
+    def follow_up_mode(self, mode: QueueMode) -> None:
+        self._follow_ups.mode = _check_mode("follow_up_mode", mode)
+
+    # -- queues -----------------------------------------------------------------------------------
+
+    def steer(self, message: str | AgentMessage) -> None:
+        """Queue a message for the running run, injected before its next model call
+        (or for the next run). A ``str`` is a user text message."""
+        self._steering.items.append(_as_message(message, "steer()"))
+
+    def follow_up(self, message: str | AgentMessage) -> None:
+        """Queue a message that starts another turn when the agent would otherwise stop.
+        A ``str`` is a user text message."""
+        self._follow_ups.items.append(_as_message(message, "follow_up()"))
+
+    def clear_steering_queue(self) -> None:
+        self._steering.items = []
+
+    def clear_follow_up_queue(self) -> None:
+        self._follow_ups.items = []
+
+    def clear_all_queues(self) -> None:
+        self.clear_steering_queue()
+        self.clear_follow_up_queue()
+
+    def has_queued_messages(self) -> bool:
+        return bool(self._steering.items or self._follow_ups.items)
+
+    # -- events -----------------------------------------------------------------------------------
+
+    def subscribe(self, listener: AgentListener) -> Callable[[], None]:
+        """Call ``await listener(event)`` for every event of every run; return ``unsubscribe``.
+
+        Listeners are awaited one after the other, in subscription order, after
+        the agent's state took the event in: a slow listener slows the run. An
+        exception from a listener fails the run (see the module docs).
+        ``unsubscribe()`` is sync and idempotent.
+        """
+        if not callable(listener):
+            raise TypeError(f"a listener must be an async callable, not {listener!r}")
+        if inspect.isfunction(listener) and not inspect.iscoroutinefunction(listener):
+            raise TypeError(
+                "a listener must be an async function, "
+                f"not the plain function {listener.__qualname__}"
+            )
+        # A new tuple for every change: an event being delivered keeps the
+        # listeners it started with.
+        self._listeners = (*self._listeners, listener)
+
+        def unsubscribe() -> None:
+            self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+        return unsubscribe
+
+    @contextlib.asynccontextmanager
+    async def events(
+        self, buffer: int = 64
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[AgentEvent]]:
+        """Every event of every run, over a channel, for a consumer task::
+
+            async with trio.open_nursery() as nursery:
+                async with agent.events(buffer=100) as events:
+                    nursery.start_soon(consume, events)   # async for event in events: ...
+                    await agent.prompt("...")
+                # the channel has ended here: consume() sees the events sent, then stops
+
+        The channel holds ``buffer`` events: a consumer that falls behind
+        slows the run instead of growing memory. After an abort, the closing
+        events a full channel cannot take are dropped rather than holding the
+        abort up. When the block exits the channel ends (the receiving side
+        sees the end after the events already sent).
+        """
+        if buffer < 0:
+            raise ValueError(f"buffer must be >= 0, not {buffer!r}")
+        send, receive = trio.open_memory_channel[AgentEvent](buffer)
+
+        async def forward(event: AgentEvent) -> None:
+            run = self._run
+            if run is not None and run.abort.cancel_called:
+                # The abort does not wait for a consumer that is stuck.
+                with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+                    send.send_nowait(event)
+                return
+            # A consumer that closed its end has nobody to tell.
+            with contextlib.suppress(trio.BrokenResourceError):
+                await send.send(event)
+
+        unsubscribe = self.subscribe(forward)
+        try:
+            await trio.lowlevel.checkpoint()
+            yield receive
+        finally:
+            unsubscribe()
+            send.close()
+
+    def _reduce(self, event: AgentEvent) -> None:
+        """Take an event into the state (before any listener sees it)."""
+        if event.type == "message_update" or event.type == "message_start":
+            self._streaming = event  # its message is built only if read
+        elif event.type == "message_end":
+            self._streaming = None
+            self._messages.append(event.message)
+        elif event.type == "tool_execution_start":
+            self._pending_tool_calls.add(event.tool_call_id)
+        elif event.type == "tool_execution_end":
+            self._pending_tool_calls.discard(event.tool_call_id)
+        elif event.type == "turn_end":
+            if event.message.error_message:
+                self._error_message = event.message.error_message
+        elif event.type == "agent_end":
+            self._streaming = None
+
+    async def _process(self, event: AgentEvent) -> None:
+        self._reduce(event)
+        for listener in self._listeners:
+            await listener(event)
+
+    # -- running ----------------------------------------------------------------------------------
+
+    async def prompt(
+        self,
+        input: str | AgentMessage | Sequence[AgentMessage],
+        images: Iterable[ImageContent] = (),
+    ) -> None:
+        """Run the agent on a prompt: text (with ``images``), a message, or a list of messages.
+
+        Returns when the run has ended (after the ``agent_end`` listeners).
+        Raises :class:`AgentBusyError` if a run is active, and re-raises what
+        failed a run (see the module docs). Cancellation: ``abort()`` ends
+        the run and ``prompt()`` returns normally; a cancellation from
+        outside propagates, after the state was closed. Always a checkpoint.
+        """
+        if self._run is not None:
+            await trio.lowlevel.checkpoint()
+            raise AgentBusyError(_BUSY_PROMPT)
+        await self._run_loop(lambda: self._prompts(input, tuple(images)))
+
+    @staticmethod
+    def _prompts(
+        input: str | AgentMessage | Sequence[AgentMessage], images: tuple[ImageContent, ...]
+    ) -> list[AgentMessage]:
+        if isinstance(input, str):
+            for image in images:
+                if not isinstance(image, ImageContent):
+                    raise TypeError(f"images must be ImageContent blocks, not {image!r:.80}")
+            return [UserMessage((TextContent(input), *images))]
+        if images:
+            raise TypeError("images go with a text prompt; put them in the message instead")
+        if isinstance(input, Sequence):
+            return [_as_message(message, "prompt()") for message in input]
+        return [_as_message(input, "prompt()")]
+
+    async def continue_(self) -> None:
+        """Continue from the transcript, as it stands.
+
+        If it ends with a user message or tool results, the model is asked
+        again. If it ends with the assistant's reply, the queued steering
+        messages are run as the prompt (one or all, by mode), else the queued
+        follow-ups; with neither, ``ValueError("Cannot continue from message
+        role: assistant")``. An empty transcript is ``ValueError("No messages
+        to continue from")``. Otherwise as :meth:`prompt`. Always a checkpoint.
+        """
+        if self._run is not None:
+            await trio.lowlevel.checkpoint()
+            raise AgentBusyError(_BUSY_CONTINUE)
+        if not self._messages:
+            await trio.lowlevel.checkpoint()
+            raise ValueError("No messages to continue from")
+        if self._messages[-1].role == "assistant":
+            steering = self._steering.take()
+            if steering:
+                await self._run_loop(lambda: steering, skip_first_steering_poll=True)
+                return
+            follow_ups = self._follow_ups.take()
+            if follow_ups:
+                await self._run_loop(lambda: follow_ups)
+                return
+            await trio.lowlevel.checkpoint()
+            raise ValueError("Cannot continue from message role: assistant")
+        await self._run_loop(lambda: None)
+
+    def abort(self) -> None:
+        """Abort the active run, if there is one (sync, idempotent, from any task).
+
+        The run then ends as loop.md §6 says and ``prompt()`` returns normally.
+        From another thread: ``trio.from_thread.run_sync(agent.abort)``.
+        """
+        if self._run is not None:
+            self._run.abort.cancel()
+
+    async def wait_for_idle(self) -> None:
+        """Return when no run is active (at once, after a checkpoint, when idle)."""
+        run = self._run
+        if run is None:
+            await trio.lowlevel.checkpoint()
+        else:
+            await run.done.wait()
+
+    def reset(self) -> None:
+        """Clear the transcript, the error, the streaming state and both queues.
+
+        Raises :class:`AgentBusyError` while a run is active (``abort()`` and
+        ``wait_for_idle()`` first), so the state cannot be torn under a run.
+        """
+        if self._run is not None:
+            raise AgentBusyError(_BUSY_RESET)
+        self._messages = []
+        self._error_message = None
+        self._streaming = None
+        self._pending_tool_calls = set()
+        self.clear_all_queues()
+
+    def _loop_config(self, skip_first_steering_poll: bool) -> AgentLoopConfig:
+        skip = skip_first_steering_poll
+        steering, follow_ups = self._steering, self._follow_ups
+
+        async def get_steering_messages() -> list[AgentMessage]:
+            nonlocal skip
+            if skip:  # the steering that continue_() took is this run's prompt
+                skip = False
+                return []
+            return steering.take()
+
+        async def get_follow_up_messages() -> list[AgentMessage]:
+            return follow_ups.take()
+
+        level = self._thinking_level
+        config = self._config
+        return AgentLoopConfig(
+            model=self._model,
+            api_key=config.api_key,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            reasoning=None if level == "off" else level,
+            session_id=config.session_id,
+            headers=config.headers,
+            max_retries=config.max_retries,
+            max_retry_delay=config.max_retry_delay,
+            timeouts=config.timeouts,
+            tool_execution=config.tool_execution,
+            convert_to_llm=config.convert_to_llm or default_convert_to_llm,
+            transform_context=config.transform_context,
+            get_api_key=config.get_api_key,
+            get_steering_messages=get_steering_messages,
+            get_follow_up_messages=get_follow_up_messages,
+            before_tool_call=config.before_tool_call,
+            after_tool_call=config.after_tool_call,
+            should_stop_after_turn=config.should_stop_after_turn,
+            prepare_next_turn=config.prepare_next_turn,
+        )
+
+    async def _run_loop(
+        self,
+        make_prompts: Callable[[], list[AgentMessage] | None],
+        skip_first_steering_poll: bool = False,
+    ) -> None:
+        """One run, in this task; ``make_prompts`` may refuse its input (a checkpoint first)."""
+        config = self._loop_config(skip_first_steering_poll)
+        try:
+            prompts = make_prompts()
+            stream_fn = _resolve_stream_fn(config, self._stream_fn)
+        except Exception as exc:  # bad input or an unknown api: refused before anything runs
+            refused: Exception | None = exc
+        else:
+            refused = None
+        if refused is not None:
+            await trio.lowlevel.checkpoint()
+            raise refused
+        context = AgentContext(self._system_prompt, self._messages, self._tools)
+        run = _Run(context, config, self._process, stream_fn)
+        active = self._run = _ActiveRun()
+        self._streaming = None
+        self._error_message = None
+        try:
+            await _drive(
+                run, prompts, active.abort, on_error=self._fail, on_interrupt=self._interrupted
+            )
+        finally:
+            self._streaming = None
+            self._pending_tool_calls = set()
+            self._run = None
+            active.done.set()
+
+    async def _fail(self, run: _Run, error: Exception) -> None:
+        """Close a run that failed: tell the listeners, as far as they listen."""
+        events = run.closing_events("error", f"{type(error).__name__}: {error}")
+        try:
+            for event in events:
+                try:
+                    await self._process(event)
+                except Exception as again:
+                    error.add_note(f"while closing the run, a listener raised {again!r}")
+                    break
+        finally:
+            for event in events:  # what no listener could be told
+                self._reduce(event)
+
+    def _interrupted(self, run: _Run, interruption: BaseException) -> None:
+        """Close the state of a run cancelled from outside, without calling anyone."""
+        for event in run.closing_events("aborted", ABORTED):
+            self._reduce(event)
+
+    def __repr__(self) -> str:
+        running = self._run is not None
+        return f"<Agent model={self._model.id!r} messages={len(self._messages)} running={running}>"
