@@ -18,6 +18,8 @@ Figures (performance.md):
   Floor: one checkpoint per turn (the model's wait) plus one awaited no-op
   call per event the listener receives and per stream event the loop
   handles.
+- B1a: the same through ``Agent`` with one awaited no-op listener; the same
+  floor.
 - B2: parallel fan-out — one turn of 1,000 parallel no-op tool calls, the
   whole run. Floor: a nursery spawning 1,000 tasks that each send once over
   a memory channel the parent receives from.
@@ -45,6 +47,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from trio_agent import (
+    Agent,
     AgentContext,
     AgentEvent,
     AgentLoopConfig,
@@ -133,39 +136,40 @@ def _b1_model(turns: int) -> faux.FauxModel:
     return faux.model([*([call] * turns), "done"])
 
 
-def bench_b1(repeats: int, turns: int = 2000) -> Figure:
+def _b1_floor(turns: int, repeats: int) -> list[float]:
+    """One checkpoint per turn, and one awaited no-op call per event of a turn."""
     counts = {"events": 0, "stream": 0}
 
     async def counting_listener(event: AgentEvent) -> None:
         counts["events"] += 1
 
-    async def count_stream_events() -> None:
-        model = _b1_model(turns)
-        stream_events = 0
-
-        async def stream_fn(*args: Any) -> Any:
-            nonlocal stream_events
-            model_, context, options, emit = args
-
+    async def count_events() -> None:
+        async def stream_fn(model: Any, context: Any, options: Any, emit: Any) -> Any:
             async def counting_emit(event: Any) -> None:
-                nonlocal stream_events
-                stream_events += 1
+                counts["stream"] += 1
                 await emit(event)
 
-            return await faux.stream(model_, context, options, counting_emit)
+            return await faux.stream(model, context, options, counting_emit)
 
         await run_agent_loop(
             [UserMessage.text("go")],
             AgentContext(tools=[_NOOP_TOOL]),
-            AgentLoopConfig(model=model),
+            AgentLoopConfig(model=_b1_model(turns)),
             counting_listener,
             stream_fn=stream_fn,
         )
-        counts["stream"] = stream_events
 
-    trio.run(count_stream_events)
-    per_turn_awaits = (counts["events"] + counts["stream"]) / (turns + 1)
+    trio.run(count_events)
+    awaits = counts["events"] + counts["stream"]
+    return [
+        (_timed(lambda: _checkpoints(turns + 1)) + _timed(lambda: _awaited_noops(awaits)))
+        / (turns + 1)
+        * 1e6
+        for _ in range(repeats)
+    ]
 
+
+def bench_b1(repeats: int, turns: int = 2000) -> Figure:
     def one() -> float:
         model = _b1_model(turns)
 
@@ -180,14 +184,17 @@ def bench_b1(repeats: int, turns: int = 2000) -> Figure:
         return _timed(go) / (turns + 1) * 1e6
 
     samples = [one() for _ in range(repeats)]
-    awaits = round(per_turn_awaits * (turns + 1))
-    floor_samples = [
-        (_timed(lambda: _checkpoints(turns + 1)) + _timed(lambda: _awaited_noops(awaits)))
-        / (turns + 1)
-        * 1e6
-        for _ in range(repeats)
-    ]
-    return _figure(samples, floor_samples, "us/turn", lower_is_better=True)
+    return _figure(samples, _b1_floor(turns, repeats), "us/turn", lower_is_better=True)
+
+
+def bench_b1a(repeats: int, turns: int = 2000) -> Figure:
+    def one() -> float:
+        agent = Agent(_b1_model(turns), tools=[_NOOP_TOOL])
+        agent.subscribe(_noop_listener)
+        return _timed(lambda: agent.prompt("go")) / (turns + 1) * 1e6
+
+    samples = [one() for _ in range(repeats)]
+    return _figure(samples, _b1_floor(turns, repeats), "us/turn", lower_is_better=True)
 
 
 def bench_b2(repeats: int, calls: int = 1000) -> Figure:
@@ -251,6 +258,7 @@ def _figure(
 
 BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
     "B1": ("loop overhead per turn (2,000 turns, one no-op tool each)", bench_b1, 5),
+    "B1a": ("the same through Agent, one listener", bench_b1a, 5),
     "B2": ("parallel fan-out (1,000 no-op tools, whole run)", bench_b2, 15),
     "B3": ("streaming (100,000 one-character deltas)", bench_b3, 5),
 }
@@ -272,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeats", type=int, help="repetitions per figure (default: per figure)")
     args = parser.parse_args(argv)
-    chosen = [f.upper() for f in args.figures] or list(BENCHMARKS)
+    by_name = {name.upper(): name for name in BENCHMARKS}
+    chosen = [by_name.get(f.upper(), f) for f in args.figures] or list(BENCHMARKS)
     unknown = [f for f in chosen if f not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
