@@ -462,8 +462,9 @@ async def test_the_events_channel_carries_every_event() -> None:
             got.append(event)
 
     agent.subscribe(recorder)
+    # The channel ends before the nursery waits for its consumer: on purpose.
     async with trio.open_nursery() as nursery, agent.events(buffer=4) as channel:
-        nursery.start_soon(consume, channel)
+        nursery.start_soon(consume, channel)  # noqa: ASYNC111
         await agent.prompt("go")
     assert got == recorder.events
     check_grammar(got)
@@ -478,8 +479,9 @@ async def test_a_consumer_that_falls_behind_slows_the_run(autojump_clock: trio.a
             await trio.sleep(1)
             taken.append(trio.current_time())
 
+    # The channel ends before the nursery waits for its consumer: on purpose.
     async with trio.open_nursery() as nursery, agent.events(buffer=2) as channel:
-        nursery.start_soon(slow_consumer, channel)
+        nursery.start_soon(slow_consumer, channel)  # noqa: ASYNC111
         await agent.prompt("go")
         finished = trio.current_time()
     events = len(taken)

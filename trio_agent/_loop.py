@@ -52,6 +52,7 @@ from typing import Any
 import attrs
 import trio
 
+from . import _resources
 from ._config import AgentContext, AgentLoopConfig, NextTurn, TurnContext
 from ._events import (
     AgentEnd,
@@ -77,6 +78,7 @@ from ._messages import (
     UserMessage,
 )
 from ._model import Model
+from ._resources import RunResources
 from ._stream import LlmContext, StreamFn, StreamOptions
 from ._tools import AgentTool
 from ._views import Prefix
@@ -642,6 +644,8 @@ async def _drive(
         )
     run.abort = abort
     error: BaseException | None = None
+    resources = RunResources()  # what the run's providers keep open (an HTTP pool)
+    token = _resources.enter(resources)
     try:
         with abort:
             # The nursery holds the run's child tasks (parallel tool calls, the
@@ -656,6 +660,8 @@ async def _drive(
         error = _one_exception(group)
     finally:
         run.close_channels()
+        _resources.leave(token)
+        await resources.aclose()  # shielded: sockets close even when cancelled
     if error is not None:
         if isinstance(error, Exception):
             if on_error is not None:

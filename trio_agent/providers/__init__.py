@@ -19,7 +19,7 @@ from .._stream import (
     StreamOptions,
     Timeouts,
 )
-from . import faux
+from . import faux, openai_chat
 
 __all__ = [
     "AssistantMessageBuilder",
@@ -30,12 +30,13 @@ __all__ = [
     "Timeouts",
     "faux",
     "get_stream_fn",
+    "openai_chat",
     "register",
     "registered_apis",
     "stream",
 ]
 
-_registry: dict[str, StreamFn] = {"faux": faux.stream}
+_registry: dict[str, StreamFn] = {"faux": faux.stream, openai_chat.API: openai_chat.stream}
 
 
 def register(api: str, stream_fn: StreamFn) -> None:

@@ -1,0 +1,116 @@
+"""Helpers for provider tests: a loopback server, a stream call, and the events it made."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from tests._sse_server import Response, SSEServer
+from trio_agent import (
+    AssistantMessage,
+    AssistantMessageEvent,
+    LlmContext,
+    StreamOptions,
+    UserMessage,
+)
+from trio_agent._stream import Timeouts
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+PIECES: list[tuple[int, int] | None] = [None, (1, 7), (1, 3)]
+"""How a body is replayed: whole, and in random small pieces."""
+
+
+def fixture(provider: str, name: str) -> bytes:
+    return (FIXTURES / provider / name).read_bytes()
+
+
+def io_clock() -> trio.testing.MockClock:
+    """Virtual time that jumps only when nothing happened for 50 ms of real time.
+
+    Loopback I/O is real: the clock must not jump over a read that is about to
+    complete, but a stall (a server that sends nothing) must reach its
+    timeout at once.
+    """
+    return trio.testing.MockClock(autojump_threshold=0.05)
+
+
+@asynccontextmanager
+async def serving(*responses: Response, seed: int = 0) -> AsyncIterator[SSEServer]:
+    async with trio.open_nursery() as nursery:
+        server = SSEServer(responses, seed=seed)
+        await server.start(nursery)
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+@attrs.define
+class Call:
+    message: AssistantMessage
+    events: list[AssistantMessageEvent]
+
+    @property
+    def types(self) -> list[str]:
+        return [event.type for event in self.events]
+
+
+def options(**kwargs: Any) -> StreamOptions:
+    """Stream options for tests: quick retries, and a key."""
+    kwargs.setdefault("api_key", "test-key")
+    kwargs.setdefault("max_retry_delay", 60.0)
+    kwargs.setdefault("timeouts", Timeouts(connect=5, first_byte=30, idle=30))
+    return StreamOptions(**kwargs)
+
+
+def context(*messages: Any, system_prompt: str = "", tools: Sequence[Any] = ()) -> LlmContext:
+    return LlmContext(system_prompt, list(messages) or [UserMessage.text("hi")], tools)
+
+
+async def call(
+    stream_fn: Callable[..., Any],
+    model: Any,
+    ctx: LlmContext | None = None,
+    opts: StreamOptions | None = None,
+) -> Call:
+    events: list[AssistantMessageEvent] = []
+
+    async def emit(event: AssistantMessageEvent) -> None:
+        events.append(event)
+
+    with trio.fail_after(120):
+        message = await stream_fn(model, ctx or context(), opts or options(), emit)
+    return Call(message, events)
+
+
+def check_stream(events: Sequence[AssistantMessageEvent]) -> None:
+    """The stream events are well formed: start first (if any), one terminal event last,
+    each block opened once and closed once, deltas only inside an open block."""
+    assert events, "no events"
+    assert events[-1].type in ("done", "error"), events[-1].type
+    assert sum(e.type in ("done", "error") for e in events) == 1
+    open_index: int | None = None
+    seen: set[int] = set()
+    for event in events[:-1]:
+        kind = event.type
+        if kind == "start":
+            assert event is events[0]
+            continue
+        index = event.content_index  # type: ignore[union-attr]
+        if kind.endswith("_start"):
+            assert open_index is None, f"{kind} while block {open_index} is open"
+            assert index not in seen
+            open_index = index
+            seen.add(index)
+        elif kind.endswith("_delta"):
+            assert index == open_index, f"{kind} for block {index}, open: {open_index}"
+        elif kind.endswith("_end"):
+            assert index == open_index, f"{kind} for block {index}, open: {open_index}"
+            open_index = None

@@ -1,0 +1,399 @@
+"""The OpenAI chat completions provider, against a loopback server.
+
+providers.md, wire-formats.md §1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from tests._providers import (
+    PIECES,
+    call,
+    check_stream,
+    context,
+    fixture,
+    io_clock,
+    options,
+    serving,
+)
+from tests._sse_server import Response
+from tests._support import ECHO
+from trio_agent import (
+    AssistantMessage,
+    ImageContent,
+    ModelCost,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from trio_agent.providers import openai_chat
+
+
+@pytest.fixture
+def clock() -> trio.testing.MockClock:
+    return io_clock()
+
+
+def sse(name: str, pieces: Any = None) -> Response:
+    return Response(body=fixture("openai_chat", name), pieces=pieces)
+
+
+def model(url: str, **kwargs: Any) -> Any:
+    return openai_chat.model(
+        "gpt-4.1", base_url=url + "/v1", provider=kwargs.pop("provider", "openai"), **kwargs
+    )
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_a_text_reply(clock: Any, pieces: Any) -> None:
+    async with serving(sse("text.sse", pieces)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert message.content == (TextContent("Hello, wörld \u2028 ✓"),)
+    assert (message.stop_reason, message.response_id, message.api, message.provider) == (
+        "stop",
+        "chatcmpl-AbC1",
+        "openai-chat",
+        "openai",
+    )
+    assert message.usage == Usage(input=20, output=12, cache_read=100, total_tokens=132)
+    assert result.types == ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_tool_calls_arguments_across_pieces(clock: Any, pieces: Any) -> None:
+    async with serving(sse("tool_calls.sse", pieces)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    check_stream(result.events)
+    assert result.message.content == (
+        ToolCall("call_a", "get_weather", {"city": "Parisé", "days": 3}),
+        ToolCall("call_b", "get_time", {"tz": "UTC"}),
+    )
+    assert result.message.stop_reason == "toolUse"
+    assert result.message.usage.output == 30  # completion tokens include reasoning
+    ends = [e.tool_call.arguments for e in result.events if e.type == "toolcall_end"]
+    assert ends == [{"city": "Parisé", "days": 3}, {"tz": "UTC"}]
+
+
+async def test_partial_tool_arguments_are_parsed_as_they_grow(clock: Any) -> None:
+    async with serving(sse("tool_calls.sse")) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    partials = [
+        e.partial.content[0].arguments  # type: ignore[union-attr]  # a ToolCall, here
+        for e in result.events
+        if e.type == "toolcall_delta" and e.content_index == 0
+    ]
+    assert partials == [{"city": "Pa"}, {"city": "Parisé", "days": 3}]  # an open string counts
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_reasoning_content_is_thinking_and_goes_back_in_the_same_field(
+    clock: Any, pieces: Any
+) -> None:
+    async with serving(sse("reasoning_content.sse", pieces), sse("text.sse")) as server:
+        first = await call(openai_chat.stream, model(server.url, provider="deepseek"))
+        assert first.message.content == (
+            ThinkingContent("First, think.", thinking_signature="reasoning_content"),
+            TextContent("42"),
+        )
+        assert first.message.usage == Usage(input=4, output=9, cache_read=16, total_tokens=29)
+        ctx = context(UserMessage.text("q"), first.message, UserMessage.text("again"))
+        await call(openai_chat.stream, model(server.url, provider="deepseek"), ctx)
+    sent = server.requests[1].json["messages"][1]
+    assert sent == {"role": "assistant", "content": "42", "reasoning_content": "First, think."}
+
+
+async def test_only_the_first_reasoning_field_counts(clock: Any) -> None:
+    async with serving(sse("both_reasoning_fields.sse")) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.content == (
+        ThinkingContent("Same text", thinking_signature="reasoning_content"),
+        TextContent("Answer"),
+    )
+
+
+async def test_ollama_reasoning_and_a_whole_tool_call_in_one_fragment(clock: Any) -> None:
+    async with serving(sse("ollama_reasoning_whole_call.sse", (1, 7))) as server:
+        local = openai_chat.model("qwen3", base_url=server.url + "/v1")
+        result = await call(openai_chat.stream, local, opts=options(api_key=None))
+    check_stream(result.events)
+    assert local.provider == "local"
+    assert result.message.content == (
+        ThinkingContent("Need the tool.", thinking_signature="reasoning"),
+        ToolCall("call_x1", "read", {"path": "a.txt"}),
+    )
+    assert "authorization" not in server.requests[0].headers
+
+
+async def test_tool_calls_without_an_index_are_told_apart_by_id(clock: Any) -> None:
+    async with serving(sse("no_index.sse", (1, 5))) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.content == (
+        ToolCall("function-call-1", "lookup", {"q": "one"}),
+        ToolCall("function-call-2", "lookup", {"q": "two"}),
+    )
+    assert result.message.stop_reason == "toolUse"  # "stop" with tool calls
+
+
+async def test_a_reused_index_with_a_new_id_and_null_ids(clock: Any) -> None:
+    async with serving(sse("reused_index_null_ids.sse")) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    calls = result.message.tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls][:2] == [
+        ("call_1", "a", {"x": 1}),
+        ("call_2", "b", {}),
+    ]
+    assert (calls[2].name, calls[2].arguments) == ("c", {"y": 2})
+    assert calls[2].id not in ("", "null")
+    check_stream(result.events)
+
+
+@pytest.mark.parametrize(
+    ("name", "usage", "stop"),
+    [
+        ("usage_in_choice.sse", Usage(input=7, output=2, total_tokens=9), "stop"),
+        ("usage_chunk_choices_null.sse", Usage(input=3, output=5, total_tokens=8), "length"),
+    ],
+)
+async def test_usage_where_compatible_servers_put_it(
+    clock: Any, name: str, usage: Usage, stop: str
+) -> None:
+    async with serving(sse(name)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert (result.message.usage, result.message.stop_reason) == (usage, stop)
+
+
+async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
+    async with serving(sse("text.sse")) as server:
+        priced = model(server.url, cost=ModelCost(input=2.0, output=8.0, cache_read=0.5))
+        result = await call(openai_chat.stream, priced)
+    cost = result.message.usage.cost
+    assert (cost.input, cost.output, cost.cache_read) == pytest.approx((40e-6, 96e-6, 50e-6))
+    assert cost.total == pytest.approx(186e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "kept"),
+    [
+        (
+            "in_band_error.sse",
+            "openai reported an error: The server had an error processing your request.",
+            "Partial",
+        ),
+        ("openrouter_error.sse", "openai reported an error: Provider returned error", "Some"),
+        ("vllm_error.sse", "openai reported an error: The model does not exist.", ""),
+        (
+            "unknown_finish_reason.sse",
+            "openai finished with finish_reason 'insufficient_system_resource'",
+            "Half an ans",
+        ),
+        ("no_finish.sse", "the stream from openai ended without a finish_reason", "Cut off"),
+    ],
+)
+async def test_failures_in_the_stream_end_as_errors_keeping_what_arrived(
+    clock: Any, name: str, error: str, kept: str
+) -> None:
+    async with serving(sse(name, (1, 7))) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert (result.message.stop_reason, result.message.error_message, result.message.text) == (
+        "error",
+        error,
+        kept,
+    )
+    assert result.events[-1].type == "error"
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> dict[str, Any]:
+    async with serving(sse("text.sse")) as server:
+        await call(openai_chat.stream, server_model(server.url), ctx, options(**opts))
+    body: dict[str, Any] = server.requests[0].json
+    body["_headers"] = server.requests[0].headers
+    body["_path"] = server.requests[0].path
+    return body
+
+
+async def test_the_request_for_openai(clock: Any) -> None:
+    image = ImageContent("aGk=", "image/png")
+    ctx = context(
+        UserMessage((TextContent("look"), image)),
+        system_prompt="Be brief.",
+        tools=[ECHO],
+    )
+    body = await request_of(
+        lambda url: model(url, reasoning=True),
+        ctx,
+        max_tokens=100,
+        temperature=0.2,
+        reasoning="xhigh",
+    )
+    assert body["_path"] == "/v1/chat/completions"
+    assert body["_headers"]["authorization"] == "Bearer test-key"
+    del body["_headers"], body["_path"]
+    assert body == {
+        "model": "gpt-4.1",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "store": False,
+        "max_completion_tokens": 100,
+        "temperature": 0.2,
+        "reasoning_effort": "high",
+        "messages": [
+            {"role": "developer", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}},
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "echo",
+                    "description": "the echo tool",
+                    "parameters": ECHO.parameters,
+                    "strict": False,
+                },
+            }
+        ],
+    }
+
+
+async def test_the_request_for_a_local_server(clock: Any) -> None:
+    body = await request_of(
+        lambda url: openai_chat.model("llama3.2", base_url=url + "/v1", reasoning=True),
+        context(UserMessage.text("hi"), system_prompt="sys"),
+        max_tokens=50,
+        api_key=None,
+        reasoning="low",
+    )
+    assert "authorization" not in body["_headers"]
+    assert (body["max_tokens"], body["messages"][0]["role"]) == (50, "system")
+    assert "store" not in body
+    assert "reasoning_effort" not in body
+
+
+async def test_compat_switches_can_be_set_by_hand(clock: Any) -> None:
+    compat = openai_chat.Compat(
+        max_tokens_field="max_tokens",
+        supports_usage_in_streaming=False,
+        supports_store=False,
+        requires_tool_result_name=True,
+    )
+    ctx = context(
+        UserMessage.text("q"),
+        AssistantMessage(content=(ToolCall("t1", "echo", {"value": "v"}),), stop_reason="toolUse"),
+        ToolResultMessage(tool_call_id="t1", tool_name="echo", content=(TextContent("r"),)),
+    )
+    body = await request_of(lambda url: model(url, compat=compat), ctx, max_tokens=10)
+    assert body["max_tokens"] == 10
+    assert "stream_options" not in body
+    assert "store" not in body
+    assert body["messages"][2] == {
+        "role": "tool",
+        "tool_call_id": "t1",
+        "content": "r",
+        "name": "echo",
+    }
+
+
+async def test_the_transcript_is_made_sendable(clock: Any) -> None:
+    image = ImageContent("aGk=", "image/png")
+    ctx = context(
+        UserMessage.text("q"),
+        AssistantMessage(
+            content=(
+                TextContent("calling"),
+                ToolCall("t1", "echo", {"value": "é"}),
+                ToolCall("t2", "echo", {}),
+            ),
+            stop_reason="toolUse",
+        ),
+        ToolResultMessage(tool_call_id="t1", tool_name="echo", content=(TextContent("r1"), image)),
+        AssistantMessage(content=(TextContent("half"),), stop_reason="aborted"),
+        UserMessage.text("next"),
+    )
+    body = await request_of(lambda url: model(url), ctx)
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "q"}]},
+        {
+            "role": "assistant",
+            "content": "calling",
+            "tool_calls": [
+                {
+                    "id": "t1",
+                    "type": "function",
+                    "function": {"name": "echo", "arguments": '{"value": "\\u00e9"}'},
+                },
+                {"id": "t2", "type": "function", "function": {"name": "echo", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "t1", "content": "r1"},
+        {"role": "tool", "tool_call_id": "t2", "content": "No result provided"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Attached image(s) from tool result:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}},
+            ],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "next"}]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("base_url", "provider", "max_tokens_field", "developer"),
+    [
+        ("https://api.openai.com/v1", "openai", "max_completion_tokens", True),
+        ("http://localhost:11434/v1", "ollama", "max_tokens", False),
+        ("http://127.0.0.1:8000/v1", "vllm", "max_tokens", False),
+        ("http://localhost:8080/v1", "llama.cpp", "max_tokens", False),
+        ("https://openrouter.ai/api/v1", "openrouter", "max_completion_tokens", False),
+        ("https://api.deepseek.com/v1", "deepseek", "max_tokens", False),
+    ],
+)
+def test_compat_is_detected_from_the_base_url(
+    base_url: str, provider: str, max_tokens_field: str, developer: bool
+) -> None:
+    detected = openai_chat.model("m", base_url=base_url)
+    compat = openai_chat.resolve_compat(detected)
+    assert (detected.provider, compat.max_tokens_field, compat.supports_developer_role) == (
+        provider,
+        max_tokens_field,
+        developer,
+    )
+
+
+async def test_no_key_is_an_error_before_any_request(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    async with serving(sse("text.sse")) as server:
+        result = await call(openai_chat.stream, model(server.url), opts=options(api_key=None))
+    assert server.requests == []
+    assert result.message.error_message == (
+        "no API key for openai: set OPENAI_API_KEY, or give api_key (or get_api_key)"
+    )
+    assert result.types == ["error"]
+
+
+async def test_the_key_comes_from_the_environment(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key")
+    async with serving(sse("text.sse")) as server:
+        await call(openai_chat.stream, model(server.url), opts=options(api_key=None))
+    assert server.requests[0].headers["authorization"] == "Bearer env-key"

@@ -1,0 +1,314 @@
+"""What every HTTP provider shares: the stream driver, keys, transcripts, JSON, usage.
+
+A provider is a subclass of :class:`HttpProvider` that knows its wire API: it
+builds the request (:meth:`HttpProvider.build_request`) and parses the event
+stream (a :class:`Parser`). The driver here does the rest, the same way for
+all: resolve the key (an error reply, without a request, when there is none),
+open the stream through the transport (which retries and times out), feed the
+parser, and turn every failure of the network or the server into an error
+reply that keeps what arrived. It never raises for those; it lets
+``trio.Cancelled`` and a listener's exception through.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import jiter
+
+from .._events import AssistantMessageEvent
+from .._messages import (
+    AssistantMessage,
+    Cost,
+    Message,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from .._model import Model
+from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
+from ._transport import SSE, HttpRequest, ProviderFailure, Transport
+
+__all__ = [
+    "HttpProvider",
+    "Parser",
+    "PartialJson",
+    "ProviderFailure",
+    "parse_json",
+    "prepare_messages",
+    "priced",
+]
+
+
+def parse_json(data: str, what: str) -> Any:
+    """A JSON value; a :class:`ProviderFailure` naming ``what`` if the text is not JSON."""
+    try:
+        return jiter.from_json(data.encode("utf-8"))
+    except ValueError as exc:
+        raise ProviderFailure(f"malformed JSON in {what}: {exc}: {data[:200]!r}") from None
+
+
+class PartialJson:
+    """The arguments of a streamed tool call, parsed as they grow.
+
+    The JSON text comes in pieces; the object parsed so far is what a partial
+    message shows. Parsing the whole buffer at every piece would cost
+    O(length²) for a long argument, so past 1 KiB the buffer is re-parsed
+    (with jiter's partial mode) only when it has grown by half since the last
+    parse: the total parse work stays linear (invariants.md 14), and the
+    partial arguments lag by at most that much. :meth:`final` parses
+    strictly, and falls back to the last good partial value.
+    """
+
+    __slots__ = ("_chunks", "_length", "_parsed_at", "value")
+
+    def __init__(self) -> None:
+        self._chunks: list[str] = []
+        self._length = 0
+        self._parsed_at = 0
+        self.value: dict[str, Any] = {}
+
+    @property
+    def text(self) -> str:
+        return "".join(self._chunks)
+
+    def add(self, piece: str) -> dict[str, Any] | None:
+        """Take a piece; return the arguments parsed so far if they were re-parsed."""
+        self._chunks.append(piece)
+        self._length += len(piece)
+        if self._length > 1024 and self._length < 1.5 * self._parsed_at:
+            return None
+        self._parsed_at = self._length
+        try:
+            value = jiter.from_json(self.text.encode("utf-8"), partial_mode="trailing-strings")
+        except ValueError:
+            return None
+        if isinstance(value, dict):
+            self.value = value
+            return value
+        return None
+
+    def final(self) -> dict[str, Any]:
+        text = self.text
+        if not text.strip():
+            return {}
+        try:
+            value = jiter.from_json(text.encode("utf-8"))
+        except ValueError:
+            try:
+                value = jiter.from_json(text.encode("utf-8"), partial_mode="trailing-strings")
+            except ValueError:
+                return self.value
+        return value if isinstance(value, dict) else self.value
+
+
+def prepare_messages(messages: Sequence[Message], model: Model) -> list[Message]:
+    """The transcript as a provider may send it again (pi-ai's ``transformMessages``).
+
+    * assistant replies that ended in ``error`` or ``aborted`` are left out:
+      they are incomplete turns;
+    * a tool call that has no result before the next user or assistant
+      message gets a synthetic error result, "No result provided";
+    * replies of another model lose what only that model can read back:
+      redacted thinking and signatures are dropped, thinking becomes text.
+    """
+    out: list[Message] = []
+    pending: list[ToolCall] = []
+    answered: set[str] = set()
+
+    def answer_orphans() -> None:
+        for call in pending:
+            if call.id not in answered:
+                out.append(
+                    ToolResultMessage(
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        content=(TextContent("No result provided"),),
+                        is_error=True,
+                    )
+                )
+        pending.clear()
+        answered.clear()
+
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            answer_orphans()
+            if message.stop_reason == "error" or message.stop_reason == "aborted":
+                continue
+            message = _for_model(message, model)
+            pending.extend(message.tool_calls)
+            out.append(message)
+        elif isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+            out.append(message)
+        elif isinstance(message, UserMessage):
+            answer_orphans()
+            out.append(message)
+    return out
+
+
+def _for_model(message: AssistantMessage, model: Model) -> AssistantMessage:
+    if (message.provider, message.api, message.model) == (model.provider, model.api, model.id):
+        return message
+    from .._messages import ThinkingContent
+
+    content: list[Any] = []
+    changed = False
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            changed = True
+            if not block.redacted and block.thinking.strip():
+                content.append(TextContent(block.thinking))
+        elif isinstance(block, TextContent) and block.text_signature is not None:
+            changed = True
+            content.append(TextContent(block.text))
+        elif isinstance(block, ToolCall) and block.thought_signature is not None:
+            changed = True
+            content.append(ToolCall(block.id, block.name, block.arguments))
+        else:
+            content.append(block)
+    return attrs.evolve(message, content=content) if changed else message
+
+
+def priced(usage: Usage, model: Model) -> Usage:
+    """``usage`` with its cost from the model's cost table (per million tokens)."""
+    table = model.cost
+    input_cost = usage.input * table.input / 1e6
+    output_cost = usage.output * table.output / 1e6
+    read_cost = usage.cache_read * table.cache_read / 1e6
+    write_cost = usage.cache_write * table.cache_write / 1e6
+    return attrs.evolve(
+        usage,
+        cost=Cost(
+            input=input_cost,
+            output=output_cost,
+            cache_read=read_cost,
+            cache_write=write_cost,
+            total=input_cost + output_cost + read_cost + write_cost,
+        ),
+    )
+
+
+class Parser:
+    """Turns one response's events into stream events (one per provider API).
+
+    ``feed`` takes each server-sent event and returns the stream events it
+    makes; it raises :class:`ProviderFailure` for an in-band error or a
+    malformed event. ``finished`` is True once the terminal event came.
+    When the stream has ended, ``end()`` returns the events that close what
+    is still open, and ``finish()`` the final message (a
+    :class:`ProviderFailure` if the stream ended without its terminal event).
+    """
+
+    def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
+        self.model = model
+        self.builder = builder
+        self.finished = False
+
+    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+        raise NotImplementedError
+
+    def end(self) -> Iterable[AssistantMessageEvent]:
+        """Close the open block, if any, with its ``*_end`` event."""
+        builder = self.builder
+        kind = builder.open_kind
+        if kind == "text":
+            return (builder.text_end(),)
+        if kind == "thinking":
+            return (builder.thinking_end(),)
+        if kind == "toolCall":
+            return (builder.toolcall_end(),)
+        return ()
+
+    def finish(self) -> AssistantMessage:
+        raise NotImplementedError
+
+
+class HttpProvider:
+    """A provider over HTTP: a subclass says how to ask and how to read the answer."""
+
+    api: ClassVar[str]
+    label: ClassVar[str]
+    env_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, http_client: Any = None) -> None:
+        """``http_client``: an ``httpx.AsyncClient`` to send with, which the caller closes;
+        without one, each run pools its own connections and closes them when it ends."""
+        self.transport = Transport(self.label, http_client)
+
+    def api_key(self, model: Model, options: StreamOptions) -> str | None:
+        """The key: the option, else the first environment variable set."""
+        if options.api_key:
+            return options.api_key
+        for name in self.env_keys:
+            value = os.environ.get(name)
+            if value:
+                return value
+        return None
+
+    def needs_key(self, model: Model) -> bool:
+        """Whether a request without a key is refused before it is sent."""
+        return True
+
+    def build_request(
+        self, model: Model, context: LlmContext, options: StreamOptions, api_key: str | None
+    ) -> HttpRequest:
+        raise NotImplementedError
+
+    def parser(self, model: Model, builder: AssistantMessageBuilder) -> Parser:
+        raise NotImplementedError
+
+    async def stream(
+        self, model: Model, context: LlmContext, options: StreamOptions, emit: Emit
+    ) -> AssistantMessage:
+        """The stream function of this provider (loop.md §3)."""
+        provider = model.provider or self.label
+        builder = AssistantMessageBuilder(api=model.api, provider=provider, model=model.id)
+        key = self.api_key(model, options)
+        if key is None and self.needs_key(model):
+            names = " or ".join(self.env_keys) or "an environment variable"
+            return await self._fail(
+                builder,
+                model,
+                emit,
+                f"no API key for {provider}: set {names}, or give api_key (or get_api_key)",
+            )
+        parser = self.parser(model, builder)
+        try:
+            request = self.build_request(model, context, options, key)
+            opened = await self.transport.open(request, options, secrets=(key or "",))
+            async with opened as events:
+                await emit(builder.start())
+                while not parser.finished:
+                    event = await events.next()
+                    if event is None:
+                        break
+                    for stream_event in parser.feed(event):
+                        await emit(stream_event)
+                for stream_event in parser.end():
+                    await emit(stream_event)
+                if parser.finished:
+                    await events.drain()  # the connection goes back to the run's pool
+            message = parser.finish()
+        except ProviderFailure as failure:
+            text = str(failure)
+            if key:
+                text = text.replace(key, "***")
+            return await self._fail(builder, model, emit, text)
+        message = attrs.evolve(message, usage=priced(message.usage, model))
+        await emit(builder.done(message))
+        return message
+
+    @staticmethod
+    async def _fail(
+        builder: AssistantMessageBuilder, model: Model, emit: Emit, text: str
+    ) -> AssistantMessage:
+        builder.usage = priced(builder.usage, model)
+        message = builder.finish("error", text)
+        await emit(builder.done(message))
+        return message

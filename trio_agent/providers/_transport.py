@@ -1,0 +1,323 @@
+"""HTTP for the providers: the one module that imports httpx.
+
+:meth:`Transport.open` sends a request and hands back the response as a
+stream of server-sent events, after it
+
+* retried what is safe to retry — connection errors and HTTP 408, 409, 429,
+  5xx, 529, *before any event arrived* — with exponential backoff and jitter
+  on Trio's clock, honouring ``retry-after`` / ``retry-after-ms``, at most
+  ``max_retries`` times, never waiting longer than ``max_retry_delay``;
+* checked the status, and for a non-2xx response read the body for the
+  server's own error message;
+* checked that the body is an event stream.
+
+Every failure of the network or the server is a :class:`ProviderFailure`
+with a sentence that says what happened; the provider turns it into an error
+reply. Time limits: ``connect`` (httpx), ``first_byte`` (until the response
+head) and ``idle`` (between two events).
+
+Lifetimes. A response is always closed — when the stream is done, when a
+failure ends it, and when the caller is cancelled (then in a shielded scope,
+with a grace period, so that the server sees the connection close). The
+pooled ``httpx.AsyncClient`` lives as long as the run that first needed it
+(see ``trio_agent._resources``), or, outside a run, as long as one request;
+an application may give a provider its own client, whose life it owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import httpx  # noqa: ASYNC127  (the design's client; httpx-sse builds on it)
+import trio
+from httpx_sse import EventSource, ServerSentEvent, SSEError
+
+from .._resources import current_resources
+from .._stream import StreamOptions, Timeouts
+
+__all__ = ["SSE", "HttpRequest", "ProviderFailure", "SseStream", "Transport"]
+
+SSE = ServerSentEvent
+_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+_CLOSE_GRACE = 2.0
+
+
+class ProviderFailure(Exception):
+    """The network or the server failed; ``str()`` says how, for the error reply."""
+
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+@attrs.frozen
+class HttpRequest:
+    """A POST of a JSON body."""
+
+    url: str
+    headers: Mapping[str, str]
+    body: Any
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms`` or ``retry-after`` (seconds)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value) * scale)
+            except ValueError:
+                continue  # an HTTP date: not worth parsing; back off instead
+    return None
+
+
+def error_text(body: bytes) -> str:
+    """The message a server put in an error body (OpenAI, Anthropic, Google, vLLM shapes)."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:500] or "(empty body)"
+    error = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("msg") or ""
+        kind = error.get("type") or error.get("status") or ""
+        if kind and message:
+            return f"{kind}: {message}"
+        if message:
+            return str(message)
+    if isinstance(error, str):
+        return error
+    return text[:500]
+
+
+class SseStream:
+    """The events of one response; :meth:`next` applies the idle time limit."""
+
+    def __init__(self, name: str, response: httpx.Response, idle: float | None) -> None:
+        self._name = name
+        self._response = response
+        self._idle = idle
+        self._events = EventSource(response).aiter_sse()
+
+    async def next(self) -> ServerSentEvent | None:
+        """The next event, or None at the end of the stream."""
+        idle = self._idle if self._idle is not None else float("inf")
+        try:
+            with trio.fail_after(idle):
+                return await self._events.__anext__()
+        except StopAsyncIteration:
+            return None
+        except trio.TooSlowError:
+            raise ProviderFailure(
+                f"{self._name} sent nothing for {idle:g} s (idle timeout)"
+            ) from None
+        except SSEError as exc:
+            raise ProviderFailure(f"malformed event stream from {self._name}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise ProviderFailure(f"connection to {self._name} lost: {_describe(exc)}") from None
+
+    async def drain(self) -> None:
+        """Read what is left of a response that is done (its last bytes), so that its
+        connection goes back to the pool instead of being closed."""
+        with contextlib.suppress(ProviderFailure):  # the reply is whole; only reuse is lost
+            while await self.next() is not None:
+                pass
+
+    async def aclose(self) -> None:
+        """Close the response, and finish the generators that read it.
+
+        httpx and httpx-sse read a response through a chain of async
+        generators; closing the outer one leaves the inner ones suspended,
+        and Trio warns when it collects them. Once the response is closed, one
+        more read makes every layer end (with an exception or at the end), so
+        none is left half-way.
+        """
+        await self._response.aclose()
+        try:
+            while True:
+                await self._events.__anext__()
+        except (Exception, StopAsyncIteration):
+            pass
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _backoff(attempt: int) -> float:
+    """1 s, 2 s, 4 s, ... with up to 25% jitter."""
+    delay: float = 2.0**attempt
+    return delay * (1 + random.random() / 4)
+
+
+class Transport:
+    """Sends a provider's requests; one pooled client per run (or the application's own)."""
+
+    def __init__(self, name: str, client: httpx.AsyncClient | None = None) -> None:
+        self.name = name
+        self._own_client = client
+
+    def _client(self, timeouts: Timeouts) -> tuple[httpx.AsyncClient, bool]:
+        """The client to use, and whether this call must close it."""
+        if self._own_client is not None:
+            return self._own_client, False
+        limits = httpx.Timeout(
+            timeouts.connect, read=None, write=timeouts.connect, pool=timeouts.connect
+        )
+        resources = current_resources()
+        if resources is None:
+            return httpx.AsyncClient(timeout=limits), True
+        client = resources.get(self)
+        if client is None:
+            client = httpx.AsyncClient(timeout=limits)
+            resources.put(self, client, client.aclose)
+        return client, False
+
+    async def open(
+        self, request: HttpRequest, options: StreamOptions, secrets: tuple[str, ...] = ()
+    ) -> _Opened:
+        """Send ``request`` (retrying what may be retried) and return its event stream.
+
+        Use the result with ``async with``: it closes the response (and a
+        client made for this request alone). ``secrets`` are scrubbed from any
+        error text. Raises :class:`ProviderFailure`.
+        """
+        attempt = 0
+        while True:
+            try:
+                return await self._open_once(request, options)
+            except ProviderFailure as failure:
+                scrub(failure, secrets)
+                if not failure.retryable or attempt >= options.max_retries:
+                    raise
+                delay = (
+                    failure.retry_after if failure.retry_after is not None else _backoff(attempt)
+                )
+                if delay > options.max_retry_delay:
+                    raise ProviderFailure(
+                        f"{failure} (the server asks to retry in {delay:g} s, more than "
+                        f"max_retry_delay={options.max_retry_delay:g})"
+                    ) from None
+                await trio.sleep(delay)
+                attempt += 1
+
+    async def _open_once(self, request: HttpRequest, options: StreamOptions) -> _Opened:
+        timeouts = options.timeouts
+        client, close_client = self._client(timeouts)
+        opened: _Opened | None = None
+        try:
+            built = client.build_request(
+                "POST",
+                request.url,
+                headers={"accept": "text/event-stream", **request.headers},
+                json=request.body,
+            )
+            first_byte = timeouts.first_byte if timeouts.first_byte is not None else float("inf")
+            try:
+                with trio.fail_after(first_byte):
+                    response = await client.send(built, stream=True)
+            except trio.TooSlowError:
+                raise ProviderFailure(
+                    f"no response from {self.name} within {first_byte:g} s (first-byte timeout)",
+                    retryable=True,
+                ) from None
+            except httpx.TimeoutException as exc:
+                raise ProviderFailure(
+                    f"could not connect to {self.name} ({_describe(exc)})", retryable=True
+                ) from None
+            except httpx.HTTPError as exc:
+                raise ProviderFailure(
+                    f"could not reach {self.name}: {_describe(exc)}", retryable=True
+                ) from None
+            # From here on, closing ``opened`` closes the client too.
+            opened = _Opened(self.name, response, client if close_client else None, timeouts.idle)
+            accepted = False
+            try:
+                failure = await opened.check()
+                accepted = failure is None
+            finally:
+                if not accepted:
+                    with trio.move_on_after(_CLOSE_GRACE, shield=True):
+                        await opened.aclose()
+            if failure is not None:
+                raise failure
+            return opened
+        finally:
+            if opened is None and close_client:
+                with trio.move_on_after(_CLOSE_GRACE, shield=True):
+                    await client.aclose()
+
+
+def scrub(failure: ProviderFailure, secrets: tuple[str, ...]) -> None:
+    """Remove secrets (API keys) from a failure's message."""
+    text = str(failure)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    failure.args = (text,)
+
+
+class _Opened:
+    """An accepted response: its events, and what closing it takes."""
+
+    def __init__(
+        self,
+        name: str,
+        response: httpx.Response,
+        client: httpx.AsyncClient | None,
+        idle: float | None,
+    ) -> None:
+        self.name = name
+        self.response = response
+        self._client = client
+        self.events = SseStream(name, response, idle)
+
+    async def check(self) -> ProviderFailure | None:
+        """What is wrong with the response (a non-2xx status, not an event stream), if anything."""
+        response = self.response
+        if not 200 <= response.status_code < 300:
+            try:
+                with trio.move_on_after(10):
+                    body = await response.aread()
+                message = error_text(body)
+            except httpx.HTTPError:
+                message = "(the error body could not be read)"
+            status = response.status_code
+            return ProviderFailure(
+                f"HTTP {status} from {self.name}: {message}",
+                retryable=status in _RETRY_STATUSES or 500 <= status < 600,
+                retry_after=_retry_after(response.headers),
+            )
+        kind = response.headers.get("content-type", "").partition(";")[0].strip()
+        if kind != "text/event-stream":
+            try:
+                with trio.move_on_after(10):
+                    body = await response.aread()
+            except httpx.HTTPError:
+                body = b""
+            return ProviderFailure(
+                f"{self.name} answered with {kind or 'no content type'}, not an event stream: "
+                f"{error_text(body)}"
+            )
+        return None
+
+    async def __aenter__(self) -> SseStream:
+        return self.events
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        # Shielded: a cancelled request must still close its connection, so
+        # that the server sees it end and the socket is not left to the pool.
+        with trio.move_on_after(_CLOSE_GRACE, shield=True):
+            await self.events.aclose()
+            if self._client is not None:
+                await self._client.aclose()

@@ -1,0 +1,539 @@
+"""OpenAI chat completions (``api="openai-chat"``), and the servers that speak it.
+
+Ollama, vLLM, llama.cpp's server, LM Studio, OpenRouter, DeepSeek, Groq,
+Together, Mistral and most others speak this API with small differences; the
+:class:`Compat` switches say which, detected from the base URL and provider
+label where it is obvious, and settable by hand::
+
+    from trio_agent.providers import openai_chat
+
+    gpt = openai_chat.model("gpt-4.1")                                    # OPENAI_API_KEY
+    local = openai_chat.model("llama3.2", base_url="http://localhost:11434/v1")  # Ollama, no key
+    odd = openai_chat.model("m", base_url="https://x/v1",
+                            compat=openai_chat.Compat(max_tokens_field="max_tokens"))
+
+Reading the stream (wire-formats.md §1): text deltas; reasoning from the first
+non-empty of ``reasoning_content``, ``reasoning``, ``reasoning_text`` (the
+field's name is kept as the thinking signature, to send the reasoning back
+the same way); tool-call fragments routed by id, then index, then to the last
+call (servers that omit ``index``, reuse index 0, or send ``"null"`` ids);
+usage from any chunk or from ``choices[0].usage``; ``data: [DONE]``. A
+finish reason that is not ``stop`` / ``end`` / ``length`` / ``tool_calls`` /
+``function_call`` ends the reply as an error naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from .._events import AssistantMessageEvent
+from .._messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from .._model import Model, ModelCost
+from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
+from ._common import HttpProvider, Parser, PartialJson, parse_json, prepare_messages
+from ._transport import SSE, HttpRequest, ProviderFailure
+
+__all__ = ["API", "Compat", "OpenAIChat", "model", "provider", "stream"]
+
+API = "openai-chat"
+_FREE = ModelCost()
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+
+
+@attrs.frozen(kw_only=True)
+class Compat:
+    """How a server differs from OpenAI's own (``None``: detect from the model)."""
+
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    supports_developer_role: bool | None = None
+    """Send the system prompt of a reasoning model with role ``developer``."""
+    supports_usage_in_streaming: bool | None = None
+    """Ask for usage with ``stream_options.include_usage``."""
+    supports_store: bool | None = None
+    """Send ``store: false``."""
+    supports_reasoning_effort: bool | None = None
+    """Send ``reasoning_effort`` for the reasoning level."""
+    supports_strict_mode: bool | None = None
+    """Send ``strict: false`` in tool definitions."""
+    requires_tool_result_name: bool | None = None
+    """Tool messages carry the tool's ``name``."""
+    requires_api_key: bool | None = None
+    """Refuse to send a request without a key (local servers need none)."""
+
+
+_OPENAI = Compat(
+    max_tokens_field="max_completion_tokens",
+    supports_developer_role=True,
+    supports_usage_in_streaming=True,
+    supports_store=True,
+    supports_reasoning_effort=True,
+    supports_strict_mode=True,
+    requires_tool_result_name=False,
+    requires_api_key=True,
+)
+
+# Provider label, and its key's environment variable, by host.
+_KNOWN_HOSTS = {
+    "api.openai.com": ("openai", "OPENAI_API_KEY"),
+    "openrouter.ai": ("openrouter", "OPENROUTER_API_KEY"),
+    "api.deepseek.com": ("deepseek", "DEEPSEEK_API_KEY"),
+    "api.groq.com": ("groq", "GROQ_API_KEY"),
+    "api.together.xyz": ("together", "TOGETHER_API_KEY"),
+    "api.together.ai": ("together", "TOGETHER_API_KEY"),
+    "api.mistral.ai": ("mistral", "MISTRAL_API_KEY"),
+    "api.x.ai": ("xai", "XAI_API_KEY"),
+    "api.cerebras.ai": ("cerebras", "CEREBRAS_API_KEY"),
+    "api.moonshot.ai": ("moonshotai", "MOONSHOT_API_KEY"),
+}
+_LOCAL_PORTS = {11434: "ollama", 8000: "vllm", 8080: "llama.cpp", 1234: "lmstudio"}
+_ENV_KEYS = {label: env for label, env in _KNOWN_HOSTS.values()}
+
+
+def _is_local(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0") or host.endswith(".local")
+
+
+def detect_provider(base_url: str) -> str:
+    """The provider label for a base URL ("openai", "ollama", ..., else "openai-compatible")."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if host in _KNOWN_HOSTS:
+        return _KNOWN_HOSTS[host][0]
+    if _is_local(base_url):
+        return _LOCAL_PORTS.get(parts.port or 0, "local")
+    return "openai-compatible"
+
+
+_NONSTANDARD = frozenset({"deepseek", "xai", "cerebras", "together", "moonshotai", "mistral"})
+_LOCAL = frozenset({*_LOCAL_PORTS.values(), "local"})
+
+
+def resolve_compat(model: Model) -> Compat:
+    """The model's switches: what it sets, and the rest detected (the provider label first,
+    then the base URL)."""
+    provider = model.provider
+    if provider in ("", "openai-compatible"):
+        provider = detect_provider(model.base_url)
+    standard = provider == "openai"
+    detected = attrs.evolve(
+        _OPENAI,
+        max_tokens_field=(
+            "max_tokens"
+            if provider in _LOCAL or provider in _NONSTANDARD
+            else "max_completion_tokens"
+        ),
+        supports_developer_role=standard,
+        supports_store=standard,
+        supports_reasoning_effort=standard or provider in ("openrouter", "groq", "deepseek"),
+        supports_strict_mode=standard or provider in ("openrouter", "groq"),
+        requires_api_key=provider not in _LOCAL,
+    )
+    given = model.compat if isinstance(model.compat, Compat) else Compat()
+    values = {
+        field.name: getattr(given, field.name)
+        if getattr(given, field.name) is not None
+        else getattr(detected, field.name)
+        for field in attrs.fields(Compat)
+    }
+    return Compat(**values)
+
+
+def model(
+    id: str,
+    *,
+    base_url: str = "https://api.openai.com/v1",
+    provider: str | None = None,
+    compat: Compat | None = None,
+    reasoning: bool = False,
+    context_window: int = 128_000,
+    max_tokens: int = 16_384,
+    input: Sequence[str] = ("text", "image"),
+    headers: dict[str, str] | None = None,
+    cost: ModelCost = _FREE,
+) -> Model:
+    """A model served over the chat completions API at ``base_url``."""
+    return Model(
+        id=id,
+        api=API,
+        provider=provider or detect_provider(base_url),
+        base_url=base_url,
+        reasoning=reasoning,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        input=tuple(input),
+        headers=headers or {},
+        compat=compat,
+        cost=cost,
+    )
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+def _image_url(block: ImageContent) -> dict[str, Any]:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"},
+    }
+
+
+def _user(message: UserMessage) -> dict[str, Any] | None:
+    content = message.content
+    if isinstance(content, str):
+        return {"role": "user", "content": content}
+    parts = [
+        {"type": "text", "text": block.text}
+        if isinstance(block, TextContent)
+        else _image_url(block)
+        for block in content
+    ]
+    return {"role": "user", "content": parts} if parts else None
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
+    out: dict[str, Any] = {"role": "assistant", "content": None}
+    text = "".join(b.text for b in message.content if isinstance(b, TextContent) and b.text.strip())
+    if text:
+        out["content"] = text
+    thinking = [b for b in message.content if isinstance(b, ThinkingContent) and b.thinking.strip()]
+    if thinking:
+        field = thinking[0].thinking_signature
+        if field in _REASONING_FIELDS:  # send the reasoning back in the field it came in
+            out[field] = "\n".join(b.thinking for b in thinking)
+    calls = message.tool_calls
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in calls
+        ]
+    if out["content"] is None and not calls:
+        return None  # some servers refuse an assistant message with neither
+    return out
+
+
+def _messages(model: Model, context: LlmContext, compat: Compat) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if context.system_prompt:
+        developer = model.reasoning and compat.supports_developer_role
+        out.append(
+            {"role": "developer" if developer else "system", "content": context.system_prompt}
+        )
+    messages: list[Message] = prepare_messages(context.messages, model)
+    images: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolResultMessage):
+            text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+            tool: dict[str, Any] = {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": text or "(see attached image)",
+            }
+            if compat.requires_tool_result_name:
+                tool["name"] = message.tool_name
+            out.append(tool)
+            if "image" in model.input:
+                images += [_image_url(b) for b in message.content if isinstance(b, ImageContent)]
+            following = messages[index + 1] if index + 1 < len(messages) else None
+            if images and not isinstance(following, ToolResultMessage):
+                # Tool messages cannot hold images: they follow as a user message.
+                out.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "Attached image(s) from tool result:"},
+                            *images,
+                        ],
+                    }
+                )
+                images = []
+            continue
+        converted = _user(message) if isinstance(message, UserMessage) else _assistant(message)
+        if converted is not None:
+            out.append(converted)
+    return out
+
+
+def _reasoning_effort(level: str) -> str:
+    return {"xhigh": "high"}.get(level, level)
+
+
+class OpenAIChat(HttpProvider):
+    """The chat completions provider. One instance per HTTP client."""
+
+    api: ClassVar[str] = API
+    label: ClassVar[str] = "openai"
+    env_keys: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+
+    def api_key(self, model: Model, options: StreamOptions) -> str | None:
+        import os
+
+        if options.api_key:
+            return options.api_key
+        env = _ENV_KEYS.get(
+            model.provider, "OPENAI_API_KEY" if model.provider == "openai" else None
+        )
+        return os.environ.get(env) if env else None
+
+    def needs_key(self, model: Model) -> bool:
+        return bool(resolve_compat(model).requires_api_key)
+
+    def build_request(
+        self, model: Model, context: LlmContext, options: StreamOptions, api_key: str | None
+    ) -> HttpRequest:
+        compat = resolve_compat(model)
+        body: dict[str, Any] = {
+            "model": model.id,
+            "messages": _messages(model, context, compat),
+            "stream": True,
+        }
+        if compat.supports_usage_in_streaming:
+            body["stream_options"] = {"include_usage": True}
+        if compat.supports_store:
+            body["store"] = False
+        if options.max_tokens:
+            body[compat.max_tokens_field or "max_completion_tokens"] = options.max_tokens
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        if context.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": dict(tool.parameters),
+                        **({"strict": False} if compat.supports_strict_mode else {}),
+                    },
+                }
+                for tool in context.tools
+            ]
+        if options.reasoning and model.reasoning and compat.supports_reasoning_effort:
+            body["reasoning_effort"] = _reasoning_effort(options.reasoning)
+        headers = {**model.headers, **options.headers}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        return HttpRequest(model.base_url.rstrip("/") + "/chat/completions", headers, body)
+
+    def parser(self, model: Model, builder: AssistantMessageBuilder) -> Parser:
+        return _ChatParser(model, builder)
+
+
+# --- the stream ----------------------------------------------------------------------------------
+
+
+class _Call:
+    __slots__ = ("args", "id", "index", "name", "position")
+
+    def __init__(self, id: str, name: str, index: int | None, position: int) -> None:
+        self.id = id
+        self.name = name
+        self.index = index
+        self.position = position  # content index in the reply
+        self.args = PartialJson()
+
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "stop",
+    "end": "stop",
+    "length": "length",
+    "tool_calls": "toolUse",
+    "function_call": "toolUse",
+}
+
+
+class _ChatParser(Parser):
+    def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
+        super().__init__(model, builder)
+        self.calls: list[_Call] = []
+        self.by_id: dict[str, _Call] = {}
+        self.by_index: dict[int, _Call] = {}
+        self.open_call: _Call | None = None
+        self.finish_reason: str | None = None
+        self.reasoning_field: str | None = None
+
+    def _close_open(self, out: list[AssistantMessageEvent]) -> None:
+        out.extend(self.end())
+
+    def end(self) -> Iterable[AssistantMessageEvent]:
+        builder = self.builder
+        kind = builder.open_kind
+        if kind == "thinking":
+            return (builder.thinking_end(signature=self.reasoning_field),)
+        if kind == "toolCall":
+            call = self.open_call
+            assert call is not None
+            self.open_call = None
+            return (builder.toolcall_end(call.args.final()),)
+        return super().end()
+
+    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+        data = event.data
+        if data.startswith("[DONE]"):
+            self.finished = True
+            return ()
+        if event.event == "error":
+            raise ProviderFailure(f"{self.model.provider} reported an error: {data[:500]}")
+        chunk = parse_json(data, f"a chunk from {self.model.provider}")
+        if not isinstance(chunk, dict):
+            raise ProviderFailure(f"unexpected chunk from {self.model.provider}: {data[:200]!r}")
+        error = chunk.get("error")
+        if error is not None or chunk.get("object") == "error":
+            details = error if isinstance(error, dict) else chunk
+            message = details.get("message") or json.dumps(details)[:500]
+            raise ProviderFailure(f"{self.model.provider} reported an error: {message}")
+        out: list[AssistantMessageEvent] = []
+        builder = self.builder
+        if builder.response_id is None and isinstance(chunk.get("id"), str):
+            builder.response_id = chunk["id"]
+        choices = chunk.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        usage = chunk.get("usage") or (choice.get("usage") if isinstance(choice, dict) else None)
+        if isinstance(usage, dict):
+            builder.usage = _usage(usage)
+        if not isinstance(choice, dict):
+            return out
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            for field in _REASONING_FIELDS:
+                piece = delta.get(field)
+                if isinstance(piece, str) and piece:
+                    if builder.open_kind != "thinking":
+                        self._close_open(out)
+                        self.reasoning_field = field
+                        out.append(builder.thinking_start())
+                    out.append(builder.thinking_delta(piece))
+                    break
+            text = delta.get("content")
+            if isinstance(text, str) and text:
+                if builder.open_kind != "text":
+                    self._close_open(out)
+                    out.append(builder.text_start())
+                out.append(builder.text_delta(text))
+            calls = delta.get("tool_calls")
+            if isinstance(calls, list):
+                for fragment in calls:
+                    if isinstance(fragment, dict):
+                        self._tool_fragment(fragment, out)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            self.finish_reason = reason
+        return out
+
+    def _route(self, fragment: dict[str, Any]) -> _Call | None:
+        """The call a fragment is for: a new id starts one; else its index; else the last."""
+        raw_id = fragment.get("id")
+        call_id = raw_id if isinstance(raw_id, str) and raw_id and raw_id != "null" else None
+        index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
+        if call_id is not None:
+            if call_id in self.by_id:
+                return self.by_id[call_id]
+            return None  # a new call
+        if index is not None and index in self.by_index:
+            return self.by_index[index]
+        if index is None and self.calls:
+            return self.calls[-1]
+        return None
+
+    def _tool_fragment(self, fragment: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        raw_function = fragment.get("function")
+        function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
+        call = self._route(fragment)
+        builder = self.builder
+        if call is None:
+            self._close_open(out)
+            raw_id = fragment.get("id")
+            call_id = raw_id if isinstance(raw_id, str) and raw_id and raw_id != "null" else ""
+            if not call_id:
+                call_id = f"call_{builder.response_id or 'x'}_{len(self.calls)}"
+            index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
+            call = _Call(call_id, str(function.get("name") or ""), index, builder.content_index)
+            self.calls.append(call)
+            self.by_id[call.id] = call
+            if index is not None:
+                self.by_index[index] = call
+            self.open_call = call
+            out.append(builder.toolcall_start(call.id, call.name))
+        arguments = function.get("arguments")
+        piece = arguments if isinstance(arguments, str) else ""
+        if isinstance(arguments, dict):  # a whole call at once (some servers)
+            piece = json.dumps(arguments)
+        if call is self.open_call:
+            if piece:
+                out.append(builder.toolcall_delta(piece, call.args.add(piece)))
+        elif piece:
+            # A fragment for a call that is no longer open (interleaved calls):
+            # its arguments still count, in the final message.
+            call.args.add(piece)
+
+    def finish(self) -> AssistantMessage:
+        reason = self.finish_reason
+        if reason is None:
+            raise ProviderFailure(
+                f"the stream from {self.model.provider} ended without a finish_reason"
+            )
+        stop = _STOP_REASONS.get(reason)
+        error = None
+        if stop is None:
+            stop, error = "error", f"{self.model.provider} finished with finish_reason {reason!r}"
+        message = self.builder.finish(stop, error)
+        if any(call.position < len(message.content) for call in self.calls):
+            content = list(message.content)
+            for call in self.calls:
+                block = content[call.position]
+                if isinstance(block, ToolCall):
+                    content[call.position] = attrs.evolve(block, arguments=call.args.final())
+            message = attrs.evolve(message, content=content)
+        return message
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    prompt = int(raw.get("prompt_tokens") or 0)
+    raw_details = raw.get("prompt_tokens_details")
+    details: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
+    cache_read = int(details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0)
+    cache_write = int(details.get("cache_write_tokens") or 0)
+    output = int(raw.get("completion_tokens") or 0)
+    input_tokens = max(0, prompt - cache_read - cache_write)
+    return Usage(
+        input=input_tokens,
+        output=output,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=input_tokens + output + cache_read + cache_write,
+    )
+
+
+_default = OpenAIChat()
+
+
+def provider() -> OpenAIChat:
+    """The default instance (registered for ``"openai-chat"``)."""
+    return _default
+
+
+async def stream(
+    model: Model, context: LlmContext, options: StreamOptions, emit: Any
+) -> AssistantMessage:
+    """The stream function of ``"openai-chat"`` models."""
+    return await _default.stream(model, context, options, emit)
