@@ -535,6 +535,35 @@ async def test_a_failing_listener_fails_the_run_and_its_error_is_reraised(kind: 
     check_transcript(state.messages)
 
 
+@pytest.mark.parametrize("emit_start", [True, False])
+async def test_a_listener_failing_on_an_error_reply_is_still_named_in_the_transcript(
+    emit_start: bool,
+) -> None:
+    agent = Agent(
+        faux.model(
+            [faux.reply("x", stop_reason="error", error_message="model", emit_start=emit_start)]
+        )
+    )
+    recorder = Recorder()
+
+    async def listener(event: AgentEvent) -> None:
+        if event.type == "message_end" and getattr(event.message, "error_message", "") == "model":
+            raise Boom("listener broke")
+
+    agent.subscribe(recorder)
+    agent.subscribe(listener)
+    with pytest.raises(Boom):
+        await agent.prompt("go")
+    check_grammar(recorder.events)
+    replies = [m for m in agent.state.messages if isinstance(m, AssistantMessage)]
+    assert [(r.stop_reason, r.error_message) for r in replies] == [
+        ("error", "model"),
+        ("error", "Boom: listener broke"),
+    ]
+    assert agent.state.error_message == "Boom: listener broke"
+    check_transcript(agent.state.messages)
+
+
 async def test_the_failure_events_close_every_started_tool_call() -> None:
     agent = Agent(
         faux.model(

@@ -64,6 +64,7 @@ _BUSY_PROMPT = (
 )
 _BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 _BUSY_RESET = "Agent is already processing. Wait for completion before resetting."
+_BUSY_REPLACE = "Agent is already processing. Wait for completion before replacing the messages."
 
 
 class AgentBusyError(TrioAgentError, RuntimeError):
@@ -295,7 +296,14 @@ class Agent:
         self._tools = tuple(tools)
 
     def replace_messages(self, messages: Iterable[AgentMessage]) -> None:
-        """Replace the transcript (copied), for instance with one loaded from JSON."""
+        """Replace the transcript (copied), for instance with one loaded from JSON.
+
+        Raises :class:`AgentBusyError` while a run is active: the run appends
+        to the transcript it started with, and a transcript swapped under it
+        could hold a tool result without its call.
+        """
+        if self._run is not None:
+            raise AgentBusyError(_BUSY_REPLACE)
         self._messages = [_as_message(message, "replace_messages") for message in messages]
 
     @property
@@ -482,13 +490,12 @@ class Agent:
             await trio.lowlevel.checkpoint()
             raise ValueError("No messages to continue from")
         if self._messages[-1].role == "assistant":
-            steering = self._steering.take()
-            if steering:
-                await self._run_loop(lambda: steering, skip_first_steering_poll=True)
+            # Taken only once the run is sure to start, so a refusal loses nothing.
+            if self._steering.items:
+                await self._run_loop(self._steering.take, skip_first_steering_poll=True)
                 return
-            follow_ups = self._follow_ups.take()
-            if follow_ups:
-                await self._run_loop(lambda: follow_ups)
+            if self._follow_ups.items:
+                await self._run_loop(self._follow_ups.take)
                 return
             await trio.lowlevel.checkpoint()
             raise ValueError("Cannot continue from message role: assistant")
@@ -572,8 +579,8 @@ class Agent:
         """One run, in this task; ``make_prompts`` may refuse its input (a checkpoint first)."""
         config = self._loop_config(skip_first_steering_poll)
         try:
-            prompts = make_prompts()
             stream_fn = _resolve_stream_fn(config, self._stream_fn)
+            prompts = make_prompts()
         except Exception as exc:  # bad input or an unknown api: refused before anything runs
             refused: Exception | None = exc
         else:

@@ -296,6 +296,7 @@ class _Run:
         steering = config.get_steering_messages
         follow_up = config.get_follow_up_messages
         if steering is not None:
+            await trio.lowlevel.checkpoint_if_cancelled()  # no poll after an abort
             self.pending = list(await steering())
         first_turn = True
         last_turn: TurnContext | None = None  # made only when a hook will read it
@@ -306,6 +307,7 @@ class _Run:
                     await trio.lowlevel.checkpoint_if_cancelled()
                     if config.prepare_next_turn is not None and last_turn is not None:
                         self._apply(await config.prepare_next_turn(last_turn))
+                        await trio.lowlevel.checkpoint_if_cancelled()
                     if not self.pending and steering is not None:
                         self.pending = list(await steering())
                     self.turn_open = True
@@ -334,8 +336,12 @@ class _Run:
                         await self._end()
                         return
                 if steering is not None:
+                    await trio.lowlevel.checkpoint_if_cancelled()  # no poll after an abort
                     self.pending = list(await steering())
-            follow_ups = [] if follow_up is None else list(await follow_up())
+            follow_ups: list[AgentMessage] = []
+            if follow_up is not None:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                follow_ups = list(await follow_up())
             if not follow_ups:
                 break
             self.pending = follow_ups
@@ -564,7 +570,9 @@ class _Run:
             results = self._batch_done()
             self.turn_open = False
             yield TurnEnd(reply, results)
-            if reply.stop_reason == "error" or reply.stop_reason == "aborted":
+            if (reply.stop_reason == "error" or reply.stop_reason == "aborted") and (
+                recorded or not failed  # else a reply of its own names the failure
+            ):
                 self.ended = True
                 yield AgentEnd(tuple(self.new_messages))
                 return
@@ -662,6 +670,13 @@ async def _drive(
         run.close_channels()
         _resources.leave(token)
         await resources.aclose()  # shielded: sockets close even when cancelled
+    if error is None and (not run.ended or run.undelivered is not None):
+        try:
+            await run.finish("aborted", ABORTED)
+        # A listener, told of the abort, raised; or the run was cancelled from
+        # outside meanwhile. Re-raised below, once the run is closed.
+        except BaseException as exc:  # noqa: ASYNC103
+            error = exc
     if error is not None:
         if isinstance(error, Exception):
             if on_error is not None:
@@ -669,8 +684,6 @@ async def _drive(
         elif on_interrupt is not None:
             on_interrupt(run, error)
         raise error
-    if not run.ended or run.undelivered is not None:
-        await run.finish("aborted", ABORTED)
     return run.new_messages
 
 
