@@ -47,13 +47,21 @@ async def test_a_registered_stream_function_serves_its_api(custom_api: str) -> N
     assert custom_api in providers.registered_apis()
 
 
-def test_the_scripted_model_is_always_registered() -> None:
+def test_the_scripted_model_and_the_http_providers_are_registered() -> None:
     assert providers.get_stream_fn("faux") is faux.stream
+    for module in (
+        providers.anthropic,
+        providers.google,
+        providers.openai_chat,
+        providers.openai_responses,
+    ):
+        assert providers.get_stream_fn(module.API) is module.stream
 
 
 def test_an_unknown_api_names_itself_and_the_known_ones() -> None:
     with pytest.raises(
-        UnknownApiError, match=r"no stream function is registered for api 'x' \(registered: faux"
+        UnknownApiError,
+        match=r"registered for api 'x' \(registered: anthropic-messages, faux, google-generative",
     ):
         providers.get_stream_fn("x")
 

@@ -55,6 +55,7 @@ async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
     assert message.error_message is not None
     assert message.error_message.startswith("connection to openai lost:")
     assert message.text == "Hello"
+    assert result.types[-2:] == ["text_end", "error"]  # the open block is closed first
 
 
 async def test_a_stall_past_the_idle_timeout_is_an_error(clock: Any) -> None:
@@ -136,6 +137,30 @@ async def test_429_is_retried_after_what_the_server_asks(
     assert result.message.stop_reason == "stop"
     assert trio.current_time() - start == pytest.approx(waited, abs=0.2)
     assert len(server.requests) == 2
+
+
+async def test_429_is_retried_after_the_retry_delay_in_a_google_error_body(clock: Any) -> None:
+    body = (
+        '{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", '
+        '"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}]}}'
+    )
+    async with serving(error(429, body), Response(body=TEXT)) as server:
+        start = trio.current_time()
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.stop_reason == "stop"
+    assert trio.current_time() - start == pytest.approx(7.0, abs=0.2)
+
+
+async def test_an_error_body_that_never_ends_is_given_up_on(clock: Any) -> None:
+    stalled = Response(status=500, body=b'{"error": ', content_type="application/json")
+    stalled.stall_after = 3
+    async with serving(stalled) as server:
+        start = trio.current_time()
+        result = await call(openai_chat.stream, model(server.url), opts=options(max_retries=0))
+    assert result.message.error_message == (
+        "HTTP 500 from openai: (the error body could not be read)"
+    )
+    assert trio.current_time() - start == pytest.approx(10.0, abs=0.2)
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 503, 529])

@@ -1,9 +1,14 @@
 """Model providers: the stream functions behind ``Model.api``.
 
 :func:`stream` is the loop's default stream function: it looks up the stream
-function registered for ``model.api`` and calls it. ``"faux"`` (the scripted
-model, :mod:`trio_agent.providers.faux`) is always registered; an application
-adds its own with :func:`register`.
+function registered for ``model.api`` and calls it. Registered from the start:
+``"faux"`` (the scripted model, :mod:`~trio_agent.providers.faux`),
+``"openai-chat"`` (:mod:`~trio_agent.providers.openai_chat`: OpenAI, and the
+servers that speak its chat completions: Ollama, vLLM, llama.cpp, ...),
+``"openai-responses"`` (:mod:`~trio_agent.providers.openai_responses`),
+``"anthropic-messages"`` (:mod:`~trio_agent.providers.anthropic`) and
+``"google-generative-ai"`` (:mod:`~trio_agent.providers.google`). An
+application adds its own with :func:`register`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from .._stream import (
     StreamOptions,
     Timeouts,
 )
-from . import faux, openai_chat
+from . import anthropic, faux, google, openai_chat, openai_responses
 
 __all__ = [
     "AssistantMessageBuilder",
@@ -28,15 +33,24 @@ __all__ = [
     "StreamFn",
     "StreamOptions",
     "Timeouts",
+    "anthropic",
     "faux",
     "get_stream_fn",
+    "google",
     "openai_chat",
+    "openai_responses",
     "register",
     "registered_apis",
     "stream",
 ]
 
-_registry: dict[str, StreamFn] = {"faux": faux.stream, openai_chat.API: openai_chat.stream}
+_registry: dict[str, StreamFn] = {
+    "faux": faux.stream,
+    anthropic.API: anthropic.stream,
+    google.API: google.stream,
+    openai_chat.API: openai_chat.stream,
+    openai_responses.API: openai_responses.stream,
+}
 
 
 def register(api: str, stream_fn: StreamFn) -> None:

@@ -295,7 +295,13 @@ class HttpProvider:
                 if parser.finished:
                     await events.drain()  # the connection goes back to the run's pool
             message = parser.finish()
-        except ProviderFailure as failure:
+        except ProviderFailure as exc:
+            failure: ProviderFailure | None = exc
+        else:
+            failure = None
+        if failure is not None:
+            for stream_event in parser.end():  # what was open is closed before the error
+                await emit(stream_event)
             text = str(failure)
             if key:
                 text = text.replace(key, "***")

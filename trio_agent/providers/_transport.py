@@ -77,6 +77,24 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return None
 
 
+def _retry_delay(body: bytes) -> float | None:
+    """Seconds a Google error body asks us to wait (``RetryInfo``: ``"retryDelay": "34s"``)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else ():
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(delay, str) and delay.endswith("s"):
+            try:
+                return max(0.0, float(delay[:-1]))
+            except ValueError:
+                return None
+    return None
+
+
 def error_text(body: bytes) -> str:
     """The message a server put in an error body (OpenAI, Anthropic, Google, vLLM shapes)."""
     text = body.decode("utf-8", errors="replace").strip()
@@ -283,29 +301,33 @@ class _Opened:
         """What is wrong with the response (a non-2xx status, not an event stream), if anything."""
         response = self.response
         if not 200 <= response.status_code < 300:
-            try:
-                with trio.move_on_after(10):
-                    body = await response.aread()
-                message = error_text(body)
-            except httpx.HTTPError:
-                message = "(the error body could not be read)"
+            body = await self._error_body()
+            message = "(the error body could not be read)" if body is None else error_text(body)
             status = response.status_code
+            retry_after = _retry_after(response.headers)
+            if retry_after is None and body is not None:
+                retry_after = _retry_delay(body)
             return ProviderFailure(
                 f"HTTP {status} from {self.name}: {message}",
                 retryable=status in _RETRY_STATUSES or 500 <= status < 600,
-                retry_after=_retry_after(response.headers),
+                retry_after=retry_after,
             )
         kind = response.headers.get("content-type", "").partition(";")[0].strip()
         if kind != "text/event-stream":
-            try:
-                with trio.move_on_after(10):
-                    body = await response.aread()
-            except httpx.HTTPError:
-                body = b""
+            body = await self._error_body() or b""
             return ProviderFailure(
                 f"{self.name} answered with {kind or 'no content type'}, not an event stream: "
                 f"{error_text(body)}"
             )
+        return None
+
+    async def _error_body(self) -> bytes | None:
+        """The body of a response that is not a stream, or None if it cannot be read in 10 s."""
+        try:
+            with trio.move_on_after(10):
+                return await self.response.aread()
+        except httpx.HTTPError:
+            return None
         return None
 
     async def __aenter__(self) -> SseStream:

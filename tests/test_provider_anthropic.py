@@ -1,0 +1,779 @@
+"""The Anthropic messages provider, against a loopback server.
+
+providers.md ("Anthropic messages"), wire-formats.md §2.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from tests._providers import (
+    PIECES,
+    call,
+    check_stream,
+    context,
+    fixture,
+    io_clock,
+    options,
+    serving,
+)
+from tests._sse_server import Response
+from tests._support import ECHO, Recorder, check_grammar
+from trio_agent import (
+    AgentContext,
+    AgentLoopConfig,
+    AssistantMessage,
+    ImageContent,
+    Model,
+    ModelCost,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    run_agent_loop,
+)
+from trio_agent.providers import anthropic
+
+MODEL_ID = "claude-sonnet-4-5"
+IMAGE = ImageContent("aGk=", "image/png")
+REDACTED = (  # the opaque data of the redacted thinking in redacted_thinking.sse
+    "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj"
+)
+IMAGE_BLOCK = {
+    "type": "image",
+    "source": {"type": "base64", "media_type": "image/png", "data": "aGk="},
+}
+
+
+@pytest.fixture
+def clock() -> trio.testing.MockClock:
+    return io_clock()
+
+
+def sse(name: str, pieces: Any = None) -> Response:
+    return Response(body=fixture("anthropic", name), pieces=pieces)
+
+
+def model(url: str, **kwargs: Any) -> Any:
+    return anthropic.model(MODEL_ID, base_url=url, **kwargs)
+
+
+def reply(*content: Any, **fields: Any) -> AssistantMessage:
+    """The final message expected from a fixture (timestamps are set to 0 to compare)."""
+    fields.setdefault("stop_reason", "stop")
+    return AssistantMessage(
+        content=content,
+        api="anthropic-messages",
+        provider="anthropic",
+        model=MODEL_ID,
+        timestamp=0,
+        **fields,
+    )
+
+
+def final(message: AssistantMessage) -> AssistantMessage:
+    return attrs.evolve(message, timestamp=0)
+
+
+def usage(input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0) -> Usage:
+    return Usage(
+        input=input,
+        output=output,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=input + output + cache_read + cache_write,
+    )
+
+
+# --- the stream ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_a_text_reply(clock: Any, pieces: Any) -> None:
+    async with serving(sse("text.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        TextContent("Hello, wörld \u2028 ✓"),
+        usage=usage(input=25, output=12, cache_read=100),
+        response_id="msg_01Text",
+    )
+    assert result.types == ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_pings_anywhere_are_ignored(clock: Any, pieces: Any) -> None:
+    async with serving(sse("pings.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        TextContent("Pong!"), usage=usage(input=10, output=3), response_id="msg_01Ping"
+    )
+    assert result.types == ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_thinking_keeps_its_signature(clock: Any, pieces: Any) -> None:
+    async with serving(sse("thinking.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url, reasoning=True))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        ThinkingContent(
+            "The user asks 6 times 7. That is 42.", thinking_signature="EqQBCkgIARABGAIiQL2sig+/=="
+        ),
+        TextContent("42"),
+        usage=usage(input=40, output=60),
+        response_id="msg_01Think",
+    )
+    assert result.types == [
+        "start",
+        *("thinking_start", "thinking_delta", "thinking_delta", "thinking_end"),
+        *("text_start", "text_delta", "text_end"),
+        "done",
+    ]
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_redacted_thinking_is_kept_opaque(clock: Any, pieces: Any) -> None:
+    async with serving(sse("redacted_thinking.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url, reasoning=True))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        ThinkingContent("", thinking_signature=REDACTED, redacted=True),
+        ThinkingContent("Visible part.", thinking_signature="sig-2"),
+        TextContent("Done."),
+        usage=usage(input=40, output=80),
+        response_id="msg_01Redact",
+    )
+    assert result.types[1:3] == ["thinking_start", "thinking_end"]  # no deltas
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_a_tool_call_whose_json_is_split_mid_string_and_mid_escape(
+    clock: Any, pieces: Any
+) -> None:
+    async with serving(sse("tool_use.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        TextContent("Saving it."),
+        ToolCall(
+            "toolu_01A09q90qw90lq917835lq9",
+            "write",
+            {"path": "notes/café.txt", "content": 'line 1\nsaid "hi"'},
+        ),
+        stop_reason="toolUse",
+        usage=usage(input=300, output=70),
+        response_id="msg_01Tool",
+    )
+
+
+async def test_partial_tool_arguments_are_parsed_as_they_grow(clock: Any) -> None:
+    async with serving(sse("tool_use.sse")) as server:
+        result = await call(anthropic.stream, model(server.url))
+    partials = [
+        e.partial.content[1].arguments  # type: ignore[union-attr]  # a ToolCall, here
+        for e in result.events
+        if e.type == "toolcall_delta"
+    ]
+    assert partials == [  # the empty first piece makes no event
+        {"path": "notes/caf"},
+        {"path": "notes/café.txt"},
+        {"path": "notes/café.txt", "content": "line 1"},
+        {"path": "notes/café.txt", "content": "line 1\nsaid "},
+        {"path": "notes/café.txt", "content": 'line 1\nsaid "hi"'},
+    ]
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_two_tool_calls(clock: Any, pieces: Any) -> None:
+    async with serving(sse("two_tool_calls.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        TextContent("Checking both."),
+        ToolCall("toolu_01Weather", "get_weather", {"city": "Paris", "days": 3}),
+        ToolCall("toolu_02Time", "get_time", {"tz": "UTC"}),
+        stop_reason="toolUse",
+        usage=usage(input=500, output=90),
+        response_id="msg_01Two",
+    )
+    ends = [e.tool_call for e in result.events if e.type == "toolcall_end"]
+    assert ends == list(result.message.tool_calls)
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_message_delta_updates_usage_field_by_field(clock: Any, pieces: Any) -> None:
+    async with serving(sse("usage_field_by_field.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    # input_tokens null and cache_creation absent in message_delta: the start's values stay
+    assert result.message.usage == usage(input=2000, output=57, cache_read=512, cache_write=100)
+
+
+async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
+    table = ModelCost(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
+    async with serving(sse("usage_field_by_field.sse")) as server:
+        result = await call(anthropic.stream, model(server.url, cost=table))
+    cost = result.message.usage.cost
+    assert (cost.input, cost.output, cost.cache_read, cost.cache_write) == pytest.approx(
+        (6000e-6, 855e-6, 153.6e-6, 375e-6)
+    )
+    assert cost.total == pytest.approx(7383.6e-6)
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_max_tokens_is_length_and_keeps_the_cut_tool_call(clock: Any, pieces: Any) -> None:
+    async with serving(sse("max_tokens_unterminated.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        TextContent("Writing the file."),
+        ToolCall("toolu_01Cut", "write", {"path": "a.txt", "content": "The quick brown"}),
+        stop_reason="length",
+        usage=usage(input=50, output=64),
+        response_id="msg_01Length",
+    )
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_server_tool_blocks_and_unknown_events_are_skipped(clock: Any, pieces: Any) -> None:
+    async with serving(sse("server_tool.sse", pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert final(result.message) == reply(
+        TextContent("Trio is a library."),
+        usage=usage(input=900, output=40),
+        response_id="msg_01Server",
+    )
+    assert result.types == ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "kept"),
+    [
+        ("refusal.sse", "anthropic declined to answer (stop_reason 'refusal')", "I can"),
+        (
+            "unknown_stop_reason.sse",
+            "anthropic finished with stop_reason 'brand_new_reason'",
+            "Half an ans",
+        ),
+        (
+            "in_band_error.sse",
+            "anthropic reported an error: overloaded_error: Overloaded",
+            "Partial answ",
+        ),
+        ("no_message_stop.sse", "the stream from anthropic ended without message_stop", "Cut off"),
+    ],
+)
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_failures_end_as_errors_keeping_what_arrived(
+    clock: Any, name: str, error: str, kept: str, pieces: Any
+) -> None:
+    async with serving(sse(name, pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert (result.message.stop_reason, result.message.error_message, result.message.text) == (
+        "error",
+        error,
+        kept,
+    )
+    assert result.events[-1].type == "error"
+
+
+async def test_sensitive_is_an_error_naming_it(clock: Any) -> None:
+    body = fixture("anthropic", "refusal.sse").replace(b'"refusal"', b'"sensitive"')
+    async with serving(Response(body=body)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    assert result.message.error_message == (
+        "anthropic stopped on sensitive content (stop_reason 'sensitive')"
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "stop"),
+    [
+        ("stop_sequence", "stop"),
+        ("pause_turn", "stop"),
+        ("model_context_window_exceeded", "length"),
+    ],
+)
+async def test_other_stop_reasons(clock: Any, reason: str, stop: str) -> None:
+    body = fixture("anthropic", "text.sse").replace(b'"end_turn"', f'"{reason}"'.encode())
+    async with serving(Response(body=body)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    assert (result.message.stop_reason, result.message.error_message) == (stop, None)
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> dict[str, Any]:
+    async with serving(sse("text.sse")) as server:
+        await call(anthropic.stream, server_model(server.url), ctx, options(**opts))
+    body: dict[str, Any] = server.requests[0].json
+    body["_headers"] = server.requests[0].headers
+    body["_path"] = server.requests[0].path
+    return body
+
+
+def ours(*content: Any, stop_reason: Any = "toolUse") -> AssistantMessage:
+    """An earlier reply of the model under test (so its thinking can be replayed)."""
+    return AssistantMessage(
+        content=content,
+        api="anthropic-messages",
+        provider="anthropic",
+        model=MODEL_ID,
+        stop_reason=stop_reason,
+    )
+
+
+async def test_the_request_for_a_transcript(clock: Any) -> None:
+    ctx = context(
+        UserMessage((TextContent("look"), IMAGE)),
+        ours(
+            ThinkingContent("plan", thinking_signature="sig-1"),
+            ThinkingContent("", thinking_signature="opaque-data", redacted=True),
+            TextContent("calling"),
+            ToolCall("toolu_1", "echo", {"value": "é"}),
+            ToolCall("toolu_2", "echo", {}),
+        ),
+        ToolResultMessage(
+            tool_call_id="toolu_1", tool_name="echo", content=(TextContent("r1"), IMAGE)
+        ),
+        ours(TextContent("half"), stop_reason="aborted"),
+        UserMessage.text("next"),
+        system_prompt="Be brief.",
+        tools=[ECHO],
+    )
+    body = await request_of(model, ctx, max_tokens=1000, temperature=0.2)
+    del body["_headers"], body["_path"]
+    assert body == {
+        "model": MODEL_ID,
+        "max_tokens": 1000,
+        "stream": True,
+        "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "plan", "signature": "sig-1"},
+                    {"type": "redacted_thinking", "data": "opaque-data"},
+                    {"type": "text", "text": "calling"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"value": "é"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "echo", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "text", "text": "r1"}, IMAGE_BLOCK],
+                        "is_error": False,
+                    },
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_2",
+                        "content": [{"type": "text", "text": "No result provided"}],
+                        "is_error": True,
+                    },
+                    {"type": "text", "text": "next"},  # the aborted reply between is left out
+                ],
+            },
+        ],
+        "tools": [
+            {"name": "echo", "description": "the echo tool", "input_schema": ECHO.parameters}
+        ],
+        "temperature": 0.2,
+    }
+
+
+async def test_the_request_path_and_headers(clock: Any) -> None:
+    body = await request_of(
+        lambda url: model(
+            url, headers={"anthropic-beta": "fine-grained-tool-streaming-2025-05-14"}
+        ),
+        headers={"X-Trace": "t1"},
+    )
+    headers = body["_headers"]
+    assert body["_path"] == "/v1/messages"
+    assert {name: headers.get(name) for name in _HEADERS} == {
+        "x-api-key": "test-key",
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "fine-grained-tool-streaming-2025-05-14",
+        "x-trace": "t1",
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        "authorization": None,
+    }
+
+
+_HEADERS = (
+    "x-api-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "x-trace",
+    "content-type",
+    "accept",
+    "authorization",
+)
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "model_max_tokens", "sent"),
+    [(None, 32_000, 32_000), (None, 8192, 8192), (100, 32_000, 100)],
+)
+async def test_max_tokens_is_always_sent(
+    clock: Any, max_tokens: int | None, model_max_tokens: int, sent: int
+) -> None:
+    body = await request_of(
+        lambda url: model(url, max_tokens=model_max_tokens), max_tokens=max_tokens
+    )
+    assert body["max_tokens"] == sent
+
+
+@pytest.mark.parametrize(
+    ("level", "budget"),
+    [
+        ("minimal", 1024),
+        ("low", 2048),
+        ("medium", 8192),
+        ("high", 16384),
+        ("xhigh", 30976),  # 32768 does not fit under max_tokens=32000: 1024 are left to answer
+    ],
+)
+async def test_reasoning_levels_are_thinking_budgets_without_temperature(
+    clock: Any, level: str, budget: int
+) -> None:
+    body = await request_of(
+        lambda url: model(url, reasoning=True), reasoning=level, temperature=0.5
+    )
+    assert (body["max_tokens"], body["thinking"], "temperature" in body) == (
+        32_000,
+        {"type": "enabled", "budget_tokens": budget},
+        False,
+    )
+
+
+async def test_a_small_max_tokens_squeezes_the_thinking_budget(clock: Any) -> None:
+    body = await request_of(
+        lambda url: model(url, reasoning=True), reasoning="high", max_tokens=4000
+    )
+    assert (body["max_tokens"], body["thinking"]) == (
+        4000,
+        {"type": "enabled", "budget_tokens": 2976},
+    )
+
+
+async def test_no_thinking_when_max_tokens_leaves_no_room_for_it(clock: Any) -> None:
+    body = await request_of(
+        lambda url: model(url, reasoning=True), reasoning="low", max_tokens=1500, temperature=0.5
+    )
+    assert ("thinking" in body, body["temperature"]) == (False, 0.5)
+
+
+async def test_no_thinking_for_a_model_that_does_not_reason(clock: Any) -> None:
+    body = await request_of(model, reasoning="high", temperature=0.7)
+    assert ("thinking" in body, body["temperature"]) == (False, 0.7)
+
+
+async def test_no_system_and_no_tools_when_there_are_none(clock: Any) -> None:
+    body = await request_of(model)
+    del body["_headers"], body["_path"]
+    assert body == {
+        "model": MODEL_ID,
+        "max_tokens": 32_000,
+        "stream": True,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+
+
+async def test_adjacent_messages_of_one_role_are_merged_and_empty_ones_left_out(
+    clock: Any,
+) -> None:
+    ctx = context(
+        UserMessage.text("one"),
+        UserMessage("two"),
+        ours(TextContent("  "), stop_reason="stop"),  # empty: left out
+        UserMessage("   "),  # empty: left out
+        ours(TextContent("answer"), stop_reason="stop"),
+        ours(ThinkingContent("unsigned"), stop_reason="stop"),
+        UserMessage.text("three"),
+    )
+    body = await request_of(model, ctx)
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "answer"}, {"type": "text", "text": "unsigned"}],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "three"}]},
+    ]
+
+
+async def test_images_are_left_out_for_a_text_only_model(clock: Any) -> None:
+    ctx = context(UserMessage((TextContent("look"), IMAGE)))
+    body = await request_of(lambda url: model(url, input=("text",)), ctx)
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "look"}]}]
+
+
+async def test_tool_ids_of_other_providers_are_made_valid_in_calls_and_results(
+    clock: Any,
+) -> None:
+    long_id = "call_" + "x" * 60 + "|fc_1"
+    other = AssistantMessage(
+        content=(
+            ThinkingContent("hmm", thinking_signature='{"id": "rs_1"}'),
+            ToolCall("call_1|fc_1", "echo", {"value": "a"}),
+            ToolCall(long_id, "echo", {"value": "b"}),
+        ),
+        api="openai-responses",
+        provider="openai",
+        model="gpt-5",
+        stop_reason="toolUse",
+    )
+    ctx = context(
+        UserMessage.text("q"),
+        other,
+        ToolResultMessage(
+            tool_call_id="call_1|fc_1", tool_name="echo", content=(TextContent("A"),)
+        ),
+        ToolResultMessage(tool_call_id=long_id, tool_name="echo", content=(TextContent("B"),)),
+    )
+    body = await request_of(model, ctx)
+    hashed = anthropic.tool_id(long_id)
+    assert body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "hmm"},  # another model's thinking is text
+                {"type": "tool_use", "id": "call_1_fc_1", "name": "echo", "input": {"value": "a"}},
+                {"type": "tool_use", "id": hashed, "name": "echo", "input": {"value": "b"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "call_1_fc_1",
+                    "content": [{"type": "text", "text": "A"}],
+                    "is_error": False,
+                },
+                {
+                    "type": "tool_result",
+                    "tool_use_id": hashed,
+                    "content": [{"type": "text", "text": "B"}],
+                    "is_error": False,
+                },
+            ],
+        },
+    ]
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", hashed)
+
+
+def test_long_tool_ids_that_share_a_prefix_stay_apart() -> None:
+    first, second = anthropic.tool_id("a" * 70 + ".1"), anthropic.tool_id("a" * 70 + ".2")
+    assert (len(first), len(second), first == second) == (64, 64, False)
+    assert anthropic.tool_id("toolu_01A09q90qw90lq917835lq9") == "toolu_01A09q90qw90lq917835lq9"
+
+
+async def test_tool_results_without_their_call_are_left_out(clock: Any) -> None:
+    ctx = context(
+        UserMessage.text("q"),
+        ours(ToolCall("toolu_9", "echo", {}), stop_reason="error"),  # left out, so its result is
+        ToolResultMessage(tool_call_id="toolu_9", tool_name="echo", content=(TextContent("r"),)),
+        UserMessage.text("again"),
+    )
+    body = await request_of(model, ctx)
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "again"}],
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "replayed"),
+    [
+        (
+            "thinking.sse",
+            [
+                {
+                    "type": "thinking",
+                    "thinking": "The user asks 6 times 7. That is 42.",
+                    "signature": "EqQBCkgIARABGAIiQL2sig+/==",
+                },
+                {"type": "text", "text": "42"},
+            ],
+        ),
+        (
+            "redacted_thinking.sse",
+            [
+                {
+                    "type": "redacted_thinking",
+                    "data": REDACTED,
+                },
+                {"type": "thinking", "thinking": "Visible part.", "signature": "sig-2"},
+                {"type": "text", "text": "Done."},
+            ],
+        ),
+    ],
+)
+async def test_a_streamed_reply_goes_back_unchanged(
+    clock: Any, name: str, replayed: list[dict[str, Any]]
+) -> None:
+    async with serving(sse(name), sse("text.sse")) as server:
+        claude = model(server.url, reasoning=True)
+        first = await call(anthropic.stream, claude)
+        ctx = context(UserMessage.text("q"), first.message, UserMessage.text("again"))
+        await call(anthropic.stream, claude, ctx)
+    assert server.requests[1].json["messages"][1] == {"role": "assistant", "content": replayed}
+
+
+# --- keys and HTTP errors ------------------------------------------------------------------------
+
+
+def error(status: int, kind: str, message: str) -> Response:
+    body = (
+        f'{{"type": "error", "error": {{"type": "{kind}", "message": "{message}"}}, '
+        '"request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}'
+    )
+    return Response(status=status, body=body.encode(), content_type="application/json")
+
+
+async def test_529_is_retried_then_succeeds(clock: Any) -> None:
+    async with serving(error(529, "overloaded_error", "Overloaded"), sse("text.sse")) as server:
+        start = trio.current_time()
+        result = await call(anthropic.stream, model(server.url))
+    assert (result.message.stop_reason, result.message.text) == ("stop", "Hello, wörld \u2028 ✓")
+    assert len(server.requests) == 2
+    assert 1.0 <= trio.current_time() - start <= 1.25 + 0.2  # 1 s, with up to 25% jitter
+
+
+async def test_529_when_the_retries_run_out(clock: Any) -> None:
+    async with serving(*(error(529, "overloaded_error", "Overloaded") for _ in range(3))) as server:
+        result = await call(anthropic.stream, model(server.url))
+    assert result.message.error_message == "HTTP 529 from anthropic: overloaded_error: Overloaded"
+    assert len(server.requests) == 3
+
+
+async def test_a_400_is_an_error_with_the_servers_message_and_not_retried(clock: Any) -> None:
+    message = "messages.1.content.0.thinking.signature: Field required"
+    async with serving(error(400, "invalid_request_error", message), sse("text.sse")) as server:
+        result = await call(anthropic.stream, model(server.url))
+    assert (result.message.stop_reason, result.message.error_message) == (
+        "error",
+        f"HTTP 400 from anthropic: invalid_request_error: {message}",
+    )
+    assert len(server.requests) == 1
+    assert result.types == ["error"]
+
+
+async def test_the_key_never_appears_in_an_error(clock: Any) -> None:
+    secret = "sk-ant-api03-secret"
+    echoed = error(401, "authentication_error", f"invalid x-api-key: {secret}")
+    async with serving(echoed) as server:
+        result = await call(anthropic.stream, model(server.url), opts=options(api_key=secret))
+    assert result.message.error_message == (
+        "HTTP 401 from anthropic: authentication_error: invalid x-api-key: ***"
+    )
+    assert server.requests[0].headers["x-api-key"] == secret
+    assert secret not in repr(result.events)
+
+
+async def test_an_in_band_error_with_the_key_is_scrubbed(clock: Any) -> None:
+    body = fixture("anthropic", "in_band_error.sse").replace(b"Overloaded", b"bad key test-key")
+    async with serving(Response(body=body)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    assert result.message.error_message == (
+        "anthropic reported an error: overloaded_error: bad key ***"
+    )
+
+
+async def test_no_key_is_an_error_before_any_request(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    async with serving(sse("text.sse")) as server:
+        result = await call(anthropic.stream, model(server.url), opts=options(api_key=None))
+    assert server.requests == []
+    assert result.message.error_message == (
+        "no API key for anthropic: set ANTHROPIC_API_KEY, or give api_key (or get_api_key)"
+    )
+    assert result.types == ["error"]
+
+
+async def test_the_key_comes_from_the_environment(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
+    async with serving(sse("text.sse")) as server:
+        await call(anthropic.stream, model(server.url), opts=options(api_key=None))
+    assert server.requests[0].headers["x-api-key"] == "env-key"
+
+
+# --- the model and the whole loop ----------------------------------------------------------------
+
+
+def test_the_model_constructor() -> None:
+    assert anthropic.model("claude-opus-4-1") == Model(
+        id="claude-opus-4-1",
+        api="anthropic-messages",
+        provider="anthropic",
+        base_url="https://api.anthropic.com",
+        reasoning=False,
+        context_window=200_000,
+        max_tokens=32_000,
+        input=("text", "image"),
+    )
+    assert anthropic.provider().label == "anthropic"
+
+
+async def test_the_whole_loop_runs_a_tool_and_sends_its_result(clock: Any) -> None:
+    recorder = Recorder()
+    async with serving(sse("echo_call.sse"), sse("text.sse", (1, 7))) as server:
+        messages = await run_agent_loop(
+            [UserMessage.text("echo x")],
+            AgentContext(tools=[ECHO]),
+            AgentLoopConfig(model=model(server.url), api_key="k"),
+            recorder,
+            stream_fn=anthropic.stream,
+        )
+    check_grammar(recorder.events)
+    last = messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert (last.stop_reason, last.text) == ("stop", "Hello, wörld \u2028 ✓")
+    assert server.requests[1].json["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "echo x"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_e", "name": "echo", "input": {"value": "x"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_e",
+                    "content": [{"type": "text", "text": "echo:x"}],
+                    "is_error": False,
+                }
+            ],
+        },
+    ]

@@ -1,0 +1,659 @@
+"""The Google Gemini provider, against a loopback server.
+
+providers.md ("Google Gemini"), wire-formats.md §0 and §4.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from tests._providers import (
+    PIECES,
+    call,
+    check_stream,
+    context,
+    fixture,
+    io_clock,
+    options,
+    serving,
+)
+from tests._sse_server import Response, sse_body
+from tests._support import ECHO, Recorder
+from trio_agent import (
+    AgentContext,
+    AgentLoopConfig,
+    AssistantMessage,
+    ImageContent,
+    Message,
+    ModelCost,
+    StreamError,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    run_agent_loop,
+)
+from trio_agent.providers import google
+
+MODEL_ID = "gemini-2.5-flash"
+NO_USAGE = Usage()
+PATH = f"/v1beta/models/{MODEL_ID}:streamGenerateContent?alt=sse"
+
+
+@pytest.fixture
+def clock() -> trio.testing.MockClock:
+    return io_clock()
+
+
+def sse(name: str, pieces: Any = None) -> Response:
+    return Response(body=fixture("google", name), pieces=pieces)
+
+
+def model(url: str, id: str = MODEL_ID, **kwargs: Any) -> Any:
+    return google.model(id, base_url=url + "/v1beta", **kwargs)
+
+
+def reply(
+    *content: Any,
+    stop: str = "stop",
+    usage: Usage = NO_USAGE,
+    response_id: str | None = None,
+    error: str | None = None,
+) -> AssistantMessage:
+    """An expected final message (timestamps are compared as 0)."""
+    return AssistantMessage(
+        content=content,
+        api="google-generative-ai",
+        provider="google",
+        model=MODEL_ID,
+        usage=usage,
+        stop_reason=stop,  # type: ignore[arg-type]
+        error_message=error,
+        response_id=response_id,
+        timestamp=0,
+    )
+
+
+WEATHER_ARGS = {
+    "location": {"city": "Zürich", "country": "CH", "coords": {"lat": 47.37, "lon": 8.54}},
+    "days": 3,
+    "units": ["°C", "km/h"],
+    "note": 'naïve "quote" ✓',
+}
+
+# Each fixture, and the final message it must give however its bytes are cut.
+REPLIES = {
+    "text.sse": reply(
+        TextContent("Hello, wörld \u2028 ✓!"),
+        usage=Usage(input=8, output=6, total_tokens=14),
+        response_id="mKdGaPXxK4-Oz7IPq6OJmAw",
+    ),
+    "thinking.sse": reply(
+        ThinkingContent("**Weighing the question**\n\nThe user asks for a number."),
+        TextContent("The answer is 42.", text_signature="CiQB0e2Kb7mHx9rG2l4="),
+        usage=Usage(input=12, output=68, total_tokens=80),
+        response_id="nKdGaOq7Bf6Vz7IP0ruXyAc",
+    ),
+    "function_call.sse": reply(
+        TextContent("Let me check the forecast."),
+        ToolCall(
+            "oKdGaMy2Jc3Gz7IPm5yT4Q4_0",
+            "get_weather",
+            WEATHER_ARGS,
+            thought_signature="CiIBVKhc7pXa9Q0mZmFrZQ==",
+        ),
+        stop="toolUse",
+        usage=Usage(input=90, output=62, total_tokens=152),
+        response_id="oKdGaMy2Jc3Gz7IPm5yT4Q4",
+    ),
+    "two_calls.sse": reply(  # no responseId: the ids fall back to "gemini_<n>"
+        ToolCall("gemini_0", "get_time", {"tz": "Europe/Paris"}),
+        ToolCall("gemini_1", "get_time", {"tz": "Asia/Tokyo"}),
+        stop="toolUse",
+        usage=Usage(input=30, output=16, total_tokens=46),
+    ),
+    "max_tokens.sse": reply(
+        TextContent("Once upon a time, there was"),
+        stop="length",
+        usage=Usage(input=5, output=8, total_tokens=13),
+        response_id="pKdGaKHkM7nQz7IPxu2f0A0",
+    ),
+    "safety.sse": reply(
+        TextContent("Step one is"),
+        stop="error",
+        error="google finished with finishReason 'SAFETY'",
+        usage=Usage(input=14, output=3, total_tokens=17),
+        response_id="qKdGaNbVEoGRz7IP4qe2kQ8",
+    ),
+    "malformed_function_call.sse": reply(
+        stop="error",
+        error="google finished with finishReason 'MALFORMED_FUNCTION_CALL': "
+        "Malformed function call: print(default_api.get_weather(city=))",
+        usage=Usage(input=40, total_tokens=40),
+        response_id="uKdGaL2oNJeIz7IPj8WpuQ0",
+    ),
+    "prompt_blocked.sse": reply(
+        stop="error",
+        error="google blocked the prompt: blockReason 'PROHIBITED_CONTENT'",
+        usage=Usage(input=17, total_tokens=17),
+        response_id="rKdGaLOxBsOaz7IPq9eD2Qk",
+    ),
+    "error_mid_stream.sse": reply(
+        TextContent("Partial answer"),
+        stop="error",
+        error="google reported an error: UNAVAILABLE: "
+        "The model is overloaded. Please try again later.",
+        usage=Usage(input=9, output=4, total_tokens=13),
+        response_id="sKdGaPm1DKuVz7IPyKHD8Qw",
+    ),
+    "no_finish.sse": reply(
+        TextContent("Cut off"),
+        stop="error",
+        error="the stream from google ended without a finishReason",
+        usage=Usage(input=6, output=2, total_tokens=8),
+        response_id="tKdGaJ2uA5eEz7IPnNDQ6Ag",
+    ),
+    "cumulative_usage.sse": reply(
+        ThinkingContent("Thinking about caches"),
+        TextContent("Cached prompt."),
+        usage=Usage(input=100, output=60, cache_read=2000, total_tokens=2160),
+        response_id="vKdGaOKbMsCPz7IP2fqV4Ao",
+    ),
+    "signature_last.sse": reply(
+        TextContent("Sure thing.", text_signature="EqQBCqEBAdHtim9z3Q=="),
+        usage=Usage(input=4, output=83, total_tokens=87),
+        response_id="wKdGaNOhFq2Wz7IPzN7p2Qs",
+    ),
+}
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+@pytest.mark.parametrize("name", sorted(REPLIES))
+async def test_every_body_gives_its_message_however_it_is_cut(
+    clock: Any, name: str, pieces: Any
+) -> None:
+    async with serving(sse(name, pieces), seed=len(name)) as server:
+        result = await call(google.stream, model(server.url))
+    check_stream(result.events)
+    expected = REPLIES[name]
+    assert attrs.evolve(result.message, timestamp=0) == expected
+    last = result.events[-1]
+    final = last.error if isinstance(last, StreamError) else last.message  # type: ignore[union-attr]
+    assert (last.type, final) == (
+        "error" if expected.stop_reason == "error" else "done",
+        result.message,
+    )
+
+
+async def test_text_parts_are_deltas_of_one_block(clock: Any) -> None:
+    async with serving(sse("text.sse")) as server:
+        result = await call(google.stream, model(server.url))
+    deltas = [e.delta for e in result.events if e.type == "text_delta"]
+    assert (result.types, deltas) == (
+        ["start", "text_start", "text_delta", "text_delta", "text_delta", "text_end", "done"],
+        ["Hello", ", wörld \u2028 ✓", "!"],
+    )
+
+
+async def test_thought_parts_are_thinking_closed_before_the_text(clock: Any) -> None:
+    async with serving(sse("thinking.sse")) as server:
+        result = await call(google.stream, model(server.url))
+    assert result.types == [
+        "start",
+        "thinking_start",
+        "thinking_delta",
+        "thinking_delta",
+        "thinking_end",
+        "text_start",
+        "text_delta",
+        "text_delta",
+        "text_end",
+        "done",
+    ]
+
+
+async def test_a_signature_in_an_empty_last_part_goes_on_the_open_block(clock: Any) -> None:
+    async with serving(sse("signature_last.sse")) as server:
+        result = await call(google.stream, model(server.url))
+    ends = [e for e in result.events if e.type == "text_end"]
+    assert [e.partial.content for e in ends] == [
+        (TextContent("Sure thing.", text_signature="EqQBCqEBAdHtim9z3Q=="),)
+    ]
+
+
+async def test_a_second_signature_starts_a_new_block(clock: Any) -> None:
+    body = sse_body(
+        [
+            (None, {"candidates": [{"content": {"parts": [p]}, "index": 0}]})
+            for p in (
+                {"text": "One.", "thought": True, "thoughtSignature": "c2lnMQ=="},
+                {"text": "Two.", "thought": True, "thoughtSignature": "c2lnMg=="},
+                {"text": "Done."},
+            )
+        ]
+        + [(None, {"candidates": [{"finishReason": "STOP", "index": 0}]})],
+        crlf=True,
+    )
+    async with serving(Response(body=body)) as server:
+        result = await call(google.stream, model(server.url))
+    check_stream(result.events)
+    assert result.message.content == (
+        ThinkingContent("One.", thinking_signature="c2lnMQ=="),
+        ThinkingContent("Two.", thinking_signature="c2lnMg=="),
+        TextContent("Done."),
+    )
+
+
+async def test_a_function_call_is_one_start_delta_and_end(clock: Any) -> None:
+    async with serving(sse("function_call.sse")) as server:
+        result = await call(google.stream, model(server.url))
+    calls = [
+        (e.type, getattr(e, "delta", None), e.content_index)  # type: ignore[union-attr]
+        for e in result.events
+        if e.type.startswith("toolcall")
+    ]
+    assert calls == [
+        ("toolcall_start", None, 1),
+        (
+            "toolcall_delta",
+            '{"location":{"city":"Zürich","country":"CH","coords":{"lat":47.37,"lon":8.54}},'
+            '"days":3,"units":["°C","km/h"],"note":"naïve \\"quote\\" ✓"}',
+            1,
+        ),
+        ("toolcall_end", None, 1),
+    ]
+
+
+async def test_the_partial_call_holds_its_arguments_from_the_delta_on(clock: Any) -> None:
+    async with serving(sse("function_call.sse")) as server:
+        result = await call(google.stream, model(server.url))
+    delta = next(e for e in result.events if e.type == "toolcall_delta")
+    assert delta.partial.content[1] == ToolCall(
+        "oKdGaMy2Jc3Gz7IPm5yT4Q4_0", "get_weather", WEATHER_ARGS
+    )
+
+
+async def test_two_calls_in_one_chunk_are_two_blocks(clock: Any) -> None:
+    async with serving(sse("two_calls.sse")) as server:
+        result = await call(google.stream, model(server.url))
+    assert result.types == ["start"] + ["toolcall_start", "toolcall_delta", "toolcall_end"] * 2 + [
+        "done"
+    ]
+
+
+async def test_generated_ids_are_the_same_for_the_same_reply(clock: Any) -> None:
+    async with serving(sse("function_call.sse"), sse("function_call.sse")) as server:
+        first = await call(google.stream, model(server.url))
+        second = await call(google.stream, model(server.url))
+    assert [c.id for c in first.message.tool_calls] == [c.id for c in second.message.tool_calls]
+
+
+async def test_usage_is_cumulative_each_report_replaces_the_last(clock: Any) -> None:
+    async with serving(sse("cumulative_usage.sse")) as server:
+        result = await call(google.stream, model(server.url, "gemini-2.5-pro"))
+    usages = [e.partial.usage for e in result.events if e.type.endswith("_delta")]  # type: ignore[union-attr]
+    assert usages == [
+        Usage(input=100, output=30, cache_read=2000, total_tokens=2130),
+        Usage(input=100, output=57, cache_read=2000, total_tokens=2157),
+        Usage(input=100, output=60, cache_read=2000, total_tokens=2160),
+    ]
+
+
+async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
+    async with serving(sse("cumulative_usage.sse")) as server:
+        priced = model(server.url, cost=ModelCost(input=1.25, output=10.0, cache_read=0.31))
+        result = await call(google.stream, priced)
+    cost = result.message.usage.cost
+    assert (cost.input, cost.output, cost.cache_read) == pytest.approx((125e-6, 600e-6, 620e-6))
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> Any:
+    async with serving(sse("text.sse")) as server:
+        await call(google.stream, server_model(server.url), ctx, options(**opts))
+    return server.requests[0]
+
+
+def sent_by_this_model(*content: Any, stop: str = "toolUse") -> AssistantMessage:
+    return AssistantMessage(
+        content=content,
+        api="google-generative-ai",
+        provider="google",
+        model=MODEL_ID,
+        stop_reason=stop,  # type: ignore[arg-type]
+    )
+
+
+async def test_the_request_body_for_a_transcript(clock: Any) -> None:
+    transcript: list[Message] = [
+        UserMessage((TextContent("What is in this picture?"), ImageContent("aGk=", "image/png"))),
+        sent_by_this_model(
+            ThinkingContent("Look closely.", thinking_signature="dGhpbms="),
+            TextContent("Checking.", text_signature="dGV4dA=="),
+            ToolCall("r1_0", "describe", {"detail": "high"}, thought_signature="Y2FsbA=="),
+            ToolCall("r1_1", "lookup", {"q": "chat noir é"}),
+            ToolCall("r1_2", "echo", {"value": "x"}),
+        ),
+        ToolResultMessage(
+            tool_call_id="r1_0",
+            tool_name="describe",
+            content=(TextContent("a cat"), ImageContent("Y2F0", "image/jpeg")),
+        ),
+        ToolResultMessage(
+            tool_call_id="r1_1",
+            tool_name="lookup",
+            content=(TextContent("not found"),),
+            is_error=True,
+        ),
+        sent_by_this_model(TextContent("Half a rep"), stop="aborted"),
+        UserMessage.text("Thanks. And now?"),
+    ]
+    ctx = context(*transcript, system_prompt="Be brief.", tools=[ECHO])
+    body = (await request_of(model, ctx, max_tokens=100, temperature=0.2)).json
+    assert body == {
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {"text": "What is in this picture?"},
+                    {"inlineData": {"mimeType": "image/png", "data": "aGk="}},
+                ],
+            },
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "Look closely.", "thought": True, "thoughtSignature": "dGhpbms="},
+                    {"text": "Checking.", "thoughtSignature": "dGV4dA=="},
+                    {
+                        "functionCall": {"name": "describe", "args": {"detail": "high"}},
+                        "thoughtSignature": "Y2FsbA==",
+                    },
+                    {"functionCall": {"name": "lookup", "args": {"q": "chat noir é"}}},
+                    {"functionCall": {"name": "echo", "args": {"value": "x"}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"name": "describe", "response": {"output": "a cat"}}},
+                    {"functionResponse": {"name": "lookup", "response": {"error": "not found"}}},
+                    {
+                        "functionResponse": {
+                            "name": "echo",
+                            "response": {"error": "No result provided"},
+                        }
+                    },
+                    {"text": "Attached image(s) from tool result:"},
+                    {"inlineData": {"mimeType": "image/jpeg", "data": "Y2F0"}},
+                    {"text": "Thanks. And now?"},
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {
+                        "name": "echo",
+                        "description": "the echo tool",
+                        "parametersJsonSchema": ECHO.parameters,
+                    }
+                ]
+            }
+        ],
+        "generationConfig": {"maxOutputTokens": 100, "temperature": 0.2},
+    }
+
+
+async def test_an_image_only_result_says_so_in_its_response(clock: Any) -> None:
+    ctx = context(
+        UserMessage.text("shoot"),
+        sent_by_this_model(ToolCall("c", "screenshot", {})),
+        ToolResultMessage(
+            tool_call_id="c", tool_name="screenshot", content=(ImageContent("cG5n", "image/png"),)
+        ),
+    )
+    body = (await request_of(model, ctx)).json
+    assert body["contents"][2] == {
+        "role": "user",
+        "parts": [
+            {
+                "functionResponse": {
+                    "name": "screenshot",
+                    "response": {"output": "(see attached image)"},
+                }
+            },
+            {"text": "Attached image(s) from tool result:"},
+            {"inlineData": {"mimeType": "image/png", "data": "cG5n"}},
+        ],
+    }
+
+
+async def test_a_model_without_image_input_gets_no_images(clock: Any) -> None:
+    ctx = context(UserMessage((TextContent("see"), ImageContent("aGk=", "image/png"))))
+    body = (await request_of(lambda url: model(url, input=("text",)), ctx)).json
+    assert body["contents"] == [{"role": "user", "parts": [{"text": "see"}]}]
+
+
+async def test_the_minimal_request(clock: Any) -> None:
+    body = (await request_of(model)).json
+    assert body == {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+
+
+async def test_a_reply_of_another_model_is_sent_without_its_signatures(clock: Any) -> None:
+    other = AssistantMessage(
+        content=(
+            ThinkingContent("Hmm.", thinking_signature="b3RoZXI="),
+            ToolCall("x", "echo", {"value": "v"}, thought_signature="b3RoZXI="),
+        ),
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude-sonnet-4-5",
+        stop_reason="toolUse",
+    )
+    ctx = context(UserMessage.text("q"), other)
+    body = (await request_of(model, ctx)).json
+    assert body["contents"][1] == {
+        "role": "model",
+        "parts": [{"text": "Hmm."}, {"functionCall": {"name": "echo", "args": {"value": "v"}}}],
+    }
+
+
+async def test_gemini_3_replays_another_models_calls_with_the_skip_signature(clock: Any) -> None:
+    other = AssistantMessage(
+        content=(ToolCall("x", "echo", {"value": "a"}), ToolCall("y", "echo", {"value": "b"})),
+        api="openai-chat",
+        provider="openai",
+        model="gpt-4.1",
+        stop_reason="toolUse",
+    )
+    ctx = context(UserMessage.text("q"), other)
+    body = (await request_of(lambda url: model(url, "gemini-3-pro-preview"), ctx)).json
+    assert body["contents"][1]["parts"] == [
+        {
+            "functionCall": {"name": "echo", "args": {"value": "a"}},
+            "thoughtSignature": "skip_thought_signature_validator",
+        },
+        {"functionCall": {"name": "echo", "args": {"value": "b"}}},
+    ]
+
+
+async def test_the_url_and_the_key_header(clock: Any) -> None:
+    recorded = await request_of(
+        lambda url: model(url, headers={"x-model": "m"}),
+        api_key="AIzaSy-secret",
+        headers={"x-option": "o"},
+    )
+    headers = recorded.headers
+    assert (recorded.method, recorded.path) == ("POST", PATH)
+    assert (headers["x-goog-api-key"], headers["x-model"], headers["x-option"]) == (
+        "AIzaSy-secret",
+        "m",
+        "o",
+    )
+    assert "authorization" not in headers
+
+
+@pytest.mark.parametrize(
+    ("model_id", "level", "budget"),
+    [
+        (MODEL_ID, "minimal", 512),
+        (MODEL_ID, "low", 2048),
+        (MODEL_ID, "medium", 8192),
+        (MODEL_ID, "high", 24576),
+        (MODEL_ID, "xhigh", 24576),
+        ("gemini-2.5-pro", "xhigh", 32768),
+    ],
+)
+async def test_reasoning_levels_are_thinking_budgets(
+    clock: Any, model_id: str, level: str, budget: int
+) -> None:
+    recorded = await request_of(
+        lambda url: model(url, model_id, reasoning=True), reasoning=level, max_tokens=4096
+    )
+    assert recorded.json["generationConfig"] == {
+        "maxOutputTokens": 4096,
+        "thinkingConfig": {"includeThoughts": True, "thinkingBudget": budget},
+    }
+
+
+async def test_no_thinking_config_for_a_model_that_does_not_reason(clock: Any) -> None:
+    recorded = await request_of(model, reasoning="high")
+    assert "generationConfig" not in recorded.json
+
+
+# --- keys and HTTP errors ------------------------------------------------------------------------
+
+
+def error(status: int, body: str, **headers: str) -> Response:
+    return Response(
+        status=status, body=body.encode(), headers=headers, content_type="application/json"
+    )
+
+
+QUOTA = (
+    '{"error": {"code": 429, "message": "You exceeded your current quota, please check your '
+    'plan and billing details.", "status": "RESOURCE_EXHAUSTED", "details": [{"@type": '
+    '"type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}]}}'
+)
+
+
+async def test_a_429_is_retried_then_the_reply_streams(clock: Any) -> None:
+    async with serving(error(429, QUOTA), sse("text.sse")) as server:
+        result = await call(google.stream, model(server.url))
+    assert (result.message.stop_reason, result.message.text, len(server.requests)) == (
+        "stop",
+        "Hello, wörld \u2028 ✓!",
+        2,
+    )
+
+
+async def test_a_429_without_retries_says_resource_exhausted(clock: Any) -> None:
+    async with serving(error(429, QUOTA)) as server:
+        result = await call(google.stream, model(server.url), opts=options(max_retries=0))
+    assert result.message.error_message == (
+        "HTTP 429 from google: RESOURCE_EXHAUSTED: You exceeded your current quota, "
+        "please check your plan and billing details."
+    )
+
+
+async def test_the_key_never_appears_in_an_error(clock: Any) -> None:
+    echoed = (
+        '{"error": {"code": 400, "message": "API key not valid: AIzaSy-secret", '
+        '"status": "INVALID_ARGUMENT"}}'
+    )
+    in_band = sse_body(
+        [
+            (
+                None,
+                {"error": {"code": 500, "message": "bad key AIzaSy-secret", "status": "INTERNAL"}},
+            )
+        ],
+        crlf=True,
+    )
+    async with serving(error(400, echoed), Response(body=in_band)) as server:
+        first = await call(google.stream, model(server.url), opts=options(api_key="AIzaSy-secret"))
+        second = await call(google.stream, model(server.url), opts=options(api_key="AIzaSy-secret"))
+    assert (first.message.error_message, second.message.error_message) == (
+        "HTTP 400 from google: INVALID_ARGUMENT: API key not valid: ***",
+        "google reported an error: INTERNAL: bad key ***",
+    )
+    assert all("AIzaSy-secret" not in r.path for r in server.requests)
+
+
+async def test_no_key_is_an_error_before_any_request(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    async with serving(sse("text.sse")) as server:
+        result = await call(google.stream, model(server.url), opts=options(api_key=None))
+    assert (server.requests, result.types, result.message.error_message) == (
+        [],
+        ["error"],
+        "no API key for google: set GEMINI_API_KEY or GOOGLE_API_KEY, "
+        "or give api_key (or get_api_key)",
+    )
+
+
+async def test_the_key_comes_from_google_api_key_too(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", "env-key")
+    async with serving(sse("text.sse")) as server:
+        await call(google.stream, model(server.url), opts=options(api_key=None))
+    assert server.requests[0].headers["x-goog-api-key"] == "env-key"
+
+
+async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
+    body = fixture("google", "text.sse")
+    after_hello = body.index(b"\r\n\r\n", body.index(b'"Hello"')) + 4
+    async with serving(Response(body=body, pieces=(1, 7), drop_after=after_hello + 20)) as server:
+        result = await call(google.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert (message.stop_reason, message.text) == ("error", "Hello")
+    assert message.error_message is not None
+    assert message.error_message.startswith("connection to google lost:")
+
+
+# --- through the loop ----------------------------------------------------------------------------
+
+
+async def test_a_tool_loop_replays_the_call_with_its_signature(clock: Any) -> None:
+    async with serving(sse("echo_call.sse", (1, 7)), sse("echo_answer.sse")) as server:
+        messages = await run_agent_loop(
+            [UserMessage.text("ping")],
+            AgentContext(tools=[ECHO]),
+            AgentLoopConfig(model=model(server.url), api_key="k"),
+            Recorder(),
+            stream_fn=google.stream,
+        )
+    assert messages[-1].text == "The tool said ping ✓."  # type: ignore[union-attr]
+    assert server.requests[1].json["contents"] == [
+        {"role": "user", "parts": [{"text": "ping"}]},
+        {
+            "role": "model",
+            "parts": [
+                {
+                    "functionCall": {"name": "echo", "args": {"value": "ping ✓"}},
+                    "thoughtSignature": "CiQBZWNobw==",
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "echo", "response": {"output": "echo:ping ✓"}}}
+            ],
+        },
+    ]

@@ -1,0 +1,478 @@
+"""Anthropic messages (``api="anthropic-messages"``)::
+
+    from trio_agent.providers import anthropic
+
+    claude = anthropic.model("claude-sonnet-4-5", reasoning=True)       # ANTHROPIC_API_KEY
+
+The request (wire-formats.md §2): ``POST {base_url}/v1/messages`` with the
+``x-api-key`` and ``anthropic-version`` headers; ``max_tokens`` is always
+sent; thinking blocks go back with their signatures unchanged, redacted
+thinking as the opaque block it came as; the results of one turn's tool calls
+go in one user message, and roles alternate; tool-call ids from other
+providers are rewritten to the ``^[a-zA-Z0-9_-]{1,64}$`` Anthropic accepts
+(the same way in the call and in its result). A reasoning level turns on
+extended thinking with a token budget, and then no ``temperature`` is sent.
+
+Reading the stream: ``message_start`` (the response id and first usage),
+content blocks by index (text, thinking with its ``signature_delta``,
+``redacted_thinking``, ``tool_use`` with its ``input_json_delta`` pieces;
+other block types, such as server tools, and other delta types, such as
+citations, are skipped), ``message_delta`` (the stop reason, and usage
+updated field by field), ``message_stop`` (the end). ``ping`` and unknown
+events are ignored wherever they come; an ``error`` event ends the reply as an
+error that keeps what arrived.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+from .._events import AssistantMessageEvent
+from .._messages import (
+    AssistantMessage,
+    ImageContent,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from .._model import Model, ModelCost
+from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
+from ._common import HttpProvider, Parser, PartialJson, parse_json, prepare_messages
+from ._transport import SSE, HttpRequest, ProviderFailure
+
+__all__ = ["API", "THINKING_BUDGETS", "Anthropic", "model", "provider", "stream", "tool_id"]
+
+API = "anthropic-messages"
+VERSION = "2023-06-01"
+_FREE = ModelCost()
+
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
+"""``budget_tokens`` of extended thinking, per reasoning level."""
+_MIN_BUDGET = 1024  # the API's smallest budget
+_MIN_ANSWER = 1024  # tokens left for the answer when max_tokens squeezes the budget
+
+
+def model(
+    id: str,
+    *,
+    base_url: str = "https://api.anthropic.com",
+    provider: str = "anthropic",
+    reasoning: bool = False,
+    context_window: int = 200_000,
+    max_tokens: int = 32_000,
+    input: Sequence[str] = ("text", "image"),
+    headers: dict[str, str] | None = None,
+    cost: ModelCost = _FREE,
+) -> Model:
+    """A model served over the Anthropic messages API at ``base_url``."""
+    return Model(
+        id=id,
+        api=API,
+        provider=provider,
+        base_url=base_url,
+        reasoning=reasoning,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        input=tuple(input),
+        headers=headers or {},
+        cost=cost,
+    )
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+_VALID_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def tool_id(id: str) -> str:
+    """A tool-call id as Anthropic accepts it (``^[a-zA-Z0-9_-]{1,64}$``).
+
+    A valid id is kept. Otherwise (ids of other providers, such as OpenAI
+    responses' ``call_…|fc_…``) other characters become ``_``, and an id that
+    is then too long, or empty, keeps its first 55 characters and gets a hash
+    of the whole id, so that two long ids stay apart. The same id always gives
+    the same result, so a call and its result still match.
+    """
+    if _VALID_ID.match(id):
+        return id
+    cleaned = _INVALID_CHARS.sub("_", id)
+    if 0 < len(cleaned) <= 64:
+        return cleaned
+    digest = hashlib.sha256(id.encode("utf-8")).hexdigest()[:8]
+    return f"{cleaned[:55]}_{digest}"
+
+
+def _image(block: ImageContent) -> dict[str, Any]:
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": block.mime_type, "data": block.data},
+    }
+
+
+def _blocks(content: Iterable[TextContent | ImageContent], model: Model) -> list[dict[str, Any]]:
+    """Text and image blocks; empty text (which the API refuses) is left out, and images
+    too when the model does not take them."""
+    out: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            if block.text.strip():
+                out.append({"type": "text", "text": block.text})
+        elif "image" in model.input:
+            out.append(_image(block))
+    return out
+
+
+def _user(message: UserMessage, model: Model) -> list[dict[str, Any]]:
+    content = message.content
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content.strip() else []
+    return _blocks(content, model)
+
+
+def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text.strip():
+                out.append({"type": "text", "text": block.text})
+        elif isinstance(block, ThinkingContent):
+            signature = block.thinking_signature
+            if block.redacted:
+                if signature:
+                    out.append({"type": "redacted_thinking", "data": signature})
+            elif not block.thinking.strip():
+                continue
+            elif signature:
+                out.append({"type": "thinking", "thinking": block.thinking, "signature": signature})
+            else:  # unsigned thinking would be refused: it goes as text
+                out.append({"type": "text", "text": block.thinking})
+        elif isinstance(block, ToolCall):
+            out.append(
+                {
+                    "type": "tool_use",
+                    "id": tool_id(block.id),
+                    "name": block.name,
+                    "input": block.arguments,
+                }
+            )
+    return out
+
+
+def _tool_result(message: ToolResultMessage, model: Model) -> dict[str, Any]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id(message.tool_call_id)}
+    content = _blocks(message.content, model)
+    if content:
+        result["content"] = content
+    result["is_error"] = message.is_error
+    return result
+
+
+def _messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+    """The ``messages`` array: roles alternate (adjacent messages of one role are merged,
+    so the results of one turn's calls share a user message), and empty turns are left
+    out, as are tool results whose call is not in the assistant turn before them."""
+    out: list[dict[str, Any]] = []
+    calls: set[str] = set()  # the tool_use ids of the last assistant turn
+
+    def add(role: str, content: list[dict[str, Any]]) -> None:
+        if not content:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(content)
+        else:
+            out.append({"role": role, "content": content})
+
+    for message in prepare_messages(context.messages, model):
+        if isinstance(message, AssistantMessage):
+            content = _assistant(message)
+            calls = {block["id"] for block in content if block["type"] == "tool_use"}
+            add("assistant", content)
+        elif isinstance(message, ToolResultMessage):
+            result = _tool_result(message, model)
+            if result["tool_use_id"] in calls:
+                add("user", [result])
+        else:
+            add("user", _user(message, model))
+    return out
+
+
+def _thinking_budget(level: str, max_tokens: int) -> int | None:
+    """The thinking budget for ``level`` that fits under ``max_tokens`` (which must exceed
+    it, with room for the answer), or None when thinking does not fit at all."""
+    budget = THINKING_BUDGETS.get(level, THINKING_BUDGETS["medium"])
+    if budget >= max_tokens:
+        budget = max_tokens - _MIN_ANSWER
+    return budget if budget >= _MIN_BUDGET else None
+
+
+class Anthropic(HttpProvider):
+    """The Anthropic messages provider. One instance per HTTP client."""
+
+    api: ClassVar[str] = API
+    label: ClassVar[str] = "anthropic"
+    env_keys: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+
+    def build_request(
+        self, model: Model, context: LlmContext, options: StreamOptions, api_key: str | None
+    ) -> HttpRequest:
+        max_tokens = options.max_tokens or model.max_tokens
+        body: dict[str, Any] = {"model": model.id, "max_tokens": max_tokens, "stream": True}
+        if context.system_prompt:
+            body["system"] = context.system_prompt
+        body["messages"] = _messages(model, context)
+        if context.tools:
+            body["tools"] = [
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": dict(tool.parameters),
+                }
+                for tool in context.tools
+            ]
+        budget = None
+        if options.reasoning and model.reasoning:
+            budget = _thinking_budget(options.reasoning, max_tokens)
+        if budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        elif options.temperature is not None:
+            body["temperature"] = options.temperature
+        headers = {"anthropic-version": VERSION}
+        headers.update((name.lower(), value) for name, value in model.headers.items())
+        headers.update((name.lower(), value) for name, value in options.headers.items())
+        if api_key:
+            headers["x-api-key"] = api_key
+        return HttpRequest(model.base_url.rstrip("/") + "/v1/messages", headers, body)
+
+    def parser(self, model: Model, builder: AssistantMessageBuilder) -> Parser:
+        return _MessagesParser(model, builder)
+
+
+# --- the stream ----------------------------------------------------------------------------------
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "toolUse",
+}
+_REFUSALS = {
+    "refusal": "declined to answer",
+    "sensitive": "stopped on sensitive content",
+}
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+class _Block:
+    """A content block of the reply being streamed, known by its wire index."""
+
+    __slots__ = ("args", "initial", "kind", "signature")
+
+    def __init__(self, kind: str, initial: dict[str, Any] | None = None) -> None:
+        self.kind = kind  # "text", "thinking", "redacted", "tool_use"
+        self.signature = ""
+        self.args = PartialJson()
+        self.initial = initial or {}  # a tool_use block's input at its start
+
+    def arguments(self) -> dict[str, Any]:
+        return self.args.final() if self.args.text.strip() else self.initial
+
+
+class _MessagesParser(Parser):
+    def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
+        super().__init__(model, builder)
+        self.blocks: dict[int, _Block] = {}
+        self.open: _Block | None = None
+        self.stop_reason: str | None = None
+        self.counts: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self.model.provider or "anthropic"
+
+    def end(self) -> Iterable[AssistantMessageEvent]:
+        block = self.open
+        self.open = None
+        if block is not None and block.kind == "tool_use":
+            return (self.builder.toolcall_end(block.arguments()),)
+        return super().end()
+
+    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+        if event.event == "ping":
+            return ()
+        if event.event == "error" and not event.data.lstrip().startswith("{"):
+            raise ProviderFailure(f"{self.name} reported an error: {event.data[:500]}")
+        data = parse_json(event.data, f"an event from {self.name}")
+        if not isinstance(data, dict):
+            raise ProviderFailure(f"unexpected event from {self.name}: {event.data[:200]!r}")
+        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
+        if kind == "error" or event.event == "error":
+            raise ProviderFailure(f"{self.name} reported an error: {_error_text(data)}")
+        out: list[AssistantMessageEvent] = []
+        if kind == "content_block_delta":
+            self._delta(data, out)
+        elif kind == "content_block_start":
+            self._start(data, out)
+        elif kind == "content_block_stop":
+            block = self.blocks.get(_index(data))
+            if block is not None and block is self.open:
+                out.extend(self.end())
+        elif kind == "message_start":
+            message = data.get("message")
+            if isinstance(message, dict):
+                if isinstance(message.get("id"), str):
+                    self.builder.response_id = message["id"]
+                self._usage(message.get("usage"))
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+                self.stop_reason = delta["stop_reason"]
+            self._usage(data.get("usage"))
+        elif kind == "message_stop":
+            self.finished = True
+        return out  # ping, and event types this parser does not know
+
+    def _start(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        raw = data.get("content_block")
+        content: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        kind = content.get("type")
+        builder = self.builder
+        if kind not in ("text", "thinking", "redacted_thinking", "tool_use"):
+            return  # server tools, their results, and what comes next: not ours
+        out.extend(self.end())
+        if kind == "text":
+            block = _Block("text")
+            out.append(builder.text_start())
+            if isinstance(content.get("text"), str) and content["text"]:
+                out.append(builder.text_delta(content["text"]))
+        elif kind == "thinking":
+            block = _Block("thinking")
+            out.append(builder.thinking_start())
+            if isinstance(content.get("thinking"), str) and content["thinking"]:
+                out.append(builder.thinking_delta(content["thinking"]))
+            if isinstance(content.get("signature"), str) and content["signature"]:
+                block.signature = content["signature"]
+                builder.set_signature(block.signature)
+        elif kind == "redacted_thinking":
+            block = _Block("redacted")
+            out.append(builder.thinking_start(redacted=True))
+            if isinstance(content.get("data"), str):
+                builder.set_signature(content["data"])
+        else:
+            raw_input = content.get("input")
+            block = _Block("tool_use", raw_input if isinstance(raw_input, dict) else None)
+            call_id, name = content.get("id"), content.get("name")
+            out.append(builder.toolcall_start(str(call_id or ""), str(name or "")))
+            if block.initial:  # a proxy that sends the whole input at the start
+                out.append(builder.toolcall_delta(json.dumps(block.initial), block.initial))
+        self.blocks[_index(data)] = block
+        self.open = block
+
+    def _delta(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        block = self.blocks.get(_index(data))
+        raw = data.get("delta")
+        if block is None or block is not self.open or not isinstance(raw, dict):
+            return  # a block that is not ours (a server tool's), or no longer open
+        kind = raw.get("type")
+        builder = self.builder
+        if kind == "text_delta" and block.kind == "text":
+            text = raw.get("text")
+            if isinstance(text, str) and text:
+                out.append(builder.text_delta(text))
+        elif kind == "thinking_delta" and block.kind == "thinking":
+            thinking = raw.get("thinking")
+            if isinstance(thinking, str) and thinking:
+                out.append(builder.thinking_delta(thinking))
+        elif kind == "signature_delta" and block.kind == "thinking":
+            signature = raw.get("signature")
+            if isinstance(signature, str):
+                block.signature += signature
+                builder.set_signature(block.signature)
+        elif kind == "input_json_delta" and block.kind == "tool_use":
+            piece = raw.get("partial_json")
+            if isinstance(piece, str) and piece:  # the first piece is often ""
+                out.append(builder.toolcall_delta(piece, block.args.add(piece)))
+        # citations_delta, and delta types to come: nothing to show
+
+    def _usage(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            return
+        for field in _USAGE_FIELDS:
+            value = raw.get(field)
+            if isinstance(value, int):  # a field that is absent or null keeps its value
+                self.counts[field] = value
+        counts = self.counts
+        input_tokens = counts.get("input_tokens", 0)  # without cache reads and writes
+        output = counts.get("output_tokens", 0)
+        cache_read = counts.get("cache_read_input_tokens", 0)
+        cache_write = counts.get("cache_creation_input_tokens", 0)
+        self.builder.usage = Usage(
+            input=input_tokens,
+            output=output,
+            cache_read=cache_read,
+            cache_write=cache_write,
+            total_tokens=input_tokens + output + cache_read + cache_write,
+        )
+
+    def finish(self) -> AssistantMessage:
+        if not self.finished:
+            raise ProviderFailure(f"the stream from {self.name} ended without message_stop")
+        reason = self.stop_reason
+        stop = _STOP_REASONS.get(reason) if reason is not None else None
+        error = None
+        if stop is None:
+            stop = "error"
+            if reason in _REFUSALS:
+                error = f"{self.name} {_REFUSALS[reason]} (stop_reason {reason!r})"
+            elif reason is None:
+                error = f"{self.name} ended the message without a stop_reason"
+            else:
+                error = f"{self.name} finished with stop_reason {reason!r}"
+        return self.builder.finish(stop, error)
+
+
+def _index(data: dict[str, Any]) -> int:
+    index = data.get("index")
+    return index if isinstance(index, int) else -1
+
+
+def _error_text(data: dict[str, Any]) -> str:
+    error = data.get("error")
+    if isinstance(error, dict):
+        kind = error.get("type")
+        message = error.get("message")
+        if kind and message:
+            return f"{kind}: {message}"
+        if message or kind:
+            return str(message or kind)
+    return str(data)[:500]
+
+
+_default = Anthropic()
+
+
+def provider() -> Anthropic:
+    """The default instance (registered for ``"anthropic-messages"``)."""
+    return _default
+
+
+async def stream(
+    model: Model, context: LlmContext, options: StreamOptions, emit: Any
+) -> AssistantMessage:
+    """The stream function of ``"anthropic-messages"`` models."""
+    return await _default.stream(model, context, options, emit)

@@ -1,0 +1,431 @@
+"""Google Gemini (``api="google-generative-ai"``): ``streamGenerateContent?alt=sse``.
+
+::
+
+    from trio_agent.providers import google
+
+    flash = google.model("gemini-2.5-flash", reasoning=True)  # GEMINI_API_KEY or GOOGLE_API_KEY
+
+The request (wire-formats.md §4) goes to
+``{base_url}/models/{id}:streamGenerateContent?alt=sse`` with the key in the
+``x-goog-api-key`` header, never in the URL. The transcript becomes
+``contents``: user turns (text, ``inlineData`` images), model turns (text,
+``thought`` parts, ``functionCall`` parts, each with the ``thoughtSignature``
+it came with), and tool results as ``functionResponse`` parts
+(``{"output": text}``, or ``{"error": text}`` for an error result) — all the
+results of one batch in one user turn, followed by the images they returned.
+Adjacent turns of the same role are merged into one.
+
+Reasoning levels become a thinking budget (with ``includeThoughts``), for
+models made with ``reasoning=True``: ``minimal`` 512 tokens (the smallest
+budget every Gemini 2.5 model accepts), ``low`` 2048, ``medium`` 8192,
+``high`` 24576 (the most Flash accepts), ``xhigh`` 32768 on Pro models and
+24576 on the others.
+
+Reading the stream: every event is a whole ``GenerateContentResponse``.
+Text parts are deltas, ``thought: true`` parts are thinking deltas; a
+``thoughtSignature`` stays on the block of the part that carried it (a second,
+different signature starts a new block, so each is replayed on its own part).
+``functionCall`` parts arrive whole: a tool call with one delta (the compact
+JSON of its arguments). Gemini rarely gives calls an id; the missing ones are
+``f"{responseId or 'gemini'}_{n}"``, with *n* the call's position among the
+reply's calls, so the same reply always gets the same ids. ``finishReason``
+``STOP`` is ``stop`` (``toolUse`` when the reply holds calls), ``MAX_TOKENS``
+is ``length``; any other (``SAFETY``, ``RECITATION``,
+``MALFORMED_FUNCTION_CALL``, ...) ends the reply as an error that names it,
+as does a prompt blocked by ``promptFeedback.blockReason``. ``usageMetadata``
+is cumulative: each one replaces the usage. There is no terminal event: the
+stream ends at EOF, and one that ended without a ``finishReason`` is an error
+that keeps what arrived.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+from .._events import AssistantMessageEvent
+from .._messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from .._model import Model, ModelCost
+from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
+from ._common import HttpProvider, Parser, parse_json, prepare_messages
+from ._transport import SSE, HttpRequest, ProviderFailure
+
+__all__ = ["API", "Google", "model", "provider", "stream", "thinking_budget"]
+
+API = "google-generative-ai"
+_FREE = ModelCost()
+
+_BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24576, "xhigh": 24576}
+_PRO_XHIGH = 32768
+
+# Gemini 3 refuses a replayed function call without a thought signature; for
+# calls another model made, Google documents this value to skip the check.
+_SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def model(
+    id: str,
+    *,
+    base_url: str = "https://generativelanguage.googleapis.com/v1beta",
+    provider: str = "google",
+    reasoning: bool = False,
+    context_window: int = 1_048_576,
+    max_tokens: int = 65_536,
+    input: Sequence[str] = ("text", "image"),
+    headers: dict[str, str] | None = None,
+    cost: ModelCost = _FREE,
+) -> Model:
+    """A Gemini model served by the Gemini API (Google AI Studio) at ``base_url``."""
+    return Model(
+        id=id,
+        api=API,
+        provider=provider,
+        base_url=base_url,
+        reasoning=reasoning,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        input=tuple(input),
+        headers=headers or {},
+        cost=cost,
+    )
+
+
+def thinking_budget(model: Model, level: str) -> int:
+    """The thinking budget (tokens) sent for a reasoning level."""
+    if level == "xhigh" and "pro" in model.id.lower():
+        return _PRO_XHIGH
+    return _BUDGETS.get(level, _BUDGETS["medium"])
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+def _inline(block: ImageContent) -> dict[str, Any]:
+    return {"inlineData": {"mimeType": block.mime_type, "data": block.data}}
+
+
+def _user_parts(message: UserMessage, model: Model) -> list[dict[str, Any]]:
+    content = message.content
+    if isinstance(content, str):
+        return [{"text": content}] if content else []
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            if block.text:
+                parts.append({"text": block.text})
+        elif "image" in model.input:
+            parts.append(_inline(block))
+    return parts
+
+
+def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
+    if signature:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            # An empty part is kept only for its signature (Gemini may sign the last, empty part).
+            if block.text or block.text_signature:
+                parts.append(_signed({"text": block.text}, block.text_signature))
+        elif isinstance(block, ThinkingContent):
+            if block.thinking or block.thinking_signature:
+                parts.append(
+                    _signed({"text": block.thinking, "thought": True}, block.thinking_signature)
+                )
+        elif isinstance(block, ToolCall):
+            parts.append(
+                _signed(
+                    {"functionCall": {"name": block.name, "args": block.arguments}},
+                    block.thought_signature,
+                )
+            )
+    if "gemini-3" in model.id.lower() and (message.provider, message.api, message.model) != (
+        model.provider,
+        model.api,
+        model.id,
+    ):
+        calls = [part for part in parts if "functionCall" in part]
+        if calls and not any("thoughtSignature" in part for part in calls):
+            calls[0]["thoughtSignature"] = _SKIP_SIGNATURE
+    return parts
+
+
+def _function_response(message: ToolResultMessage, has_images: bool) -> dict[str, Any]:
+    text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+    if not text and has_images:
+        text = "(see attached image)"
+    return {
+        "functionResponse": {
+            "name": message.tool_name,
+            "response": {"error": text} if message.is_error else {"output": text},
+        }
+    }
+
+
+def _contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+    turns: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def add(role: str, parts: list[dict[str, Any]]) -> None:
+        if not parts:
+            return
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(parts)  # roles must alternate: merge the same role's turns
+        else:
+            turns.append((role, parts))
+
+    messages: list[Message] = prepare_messages(context.messages, model)
+    images: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolResultMessage):
+            found = [_inline(b) for b in message.content if isinstance(b, ImageContent)]
+            add("user", [_function_response(message, bool(found))])
+            if "image" in model.input:
+                images += found
+            following = messages[index + 1] if index + 1 < len(messages) else None
+            if images and not isinstance(following, ToolResultMessage):
+                # After the batch's function responses, in the same turn.
+                add("user", [{"text": "Attached image(s) from tool result:"}, *images])
+                images = []
+        elif isinstance(message, UserMessage):
+            add("user", _user_parts(message, model))
+        else:
+            add("model", _model_parts(message, model))
+    return [{"role": role, "parts": parts} for role, parts in turns]
+
+
+def _model_path(model_id: str) -> str:
+    return model_id if model_id.startswith("models/") else f"models/{model_id}"
+
+
+class Google(HttpProvider):
+    """The Gemini API provider. One instance per HTTP client."""
+
+    api: ClassVar[str] = API
+    label: ClassVar[str] = "google"
+    env_keys: ClassVar[tuple[str, ...]] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+    def build_request(
+        self, model: Model, context: LlmContext, options: StreamOptions, api_key: str | None
+    ) -> HttpRequest:
+        body: dict[str, Any] = {}
+        if context.system_prompt:
+            body["systemInstruction"] = {"parts": [{"text": context.system_prompt}]}
+        body["contents"] = _contents(model, context)
+        if context.tools:
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parametersJsonSchema": dict(tool.parameters),
+                        }
+                        for tool in context.tools
+                    ]
+                }
+            ]
+        config: dict[str, Any] = {}
+        if options.max_tokens:
+            config["maxOutputTokens"] = options.max_tokens
+        if options.temperature is not None:
+            config["temperature"] = options.temperature
+        if options.reasoning and model.reasoning:
+            config["thinkingConfig"] = {
+                "includeThoughts": True,
+                "thinkingBudget": thinking_budget(model, options.reasoning),
+            }
+        if config:
+            body["generationConfig"] = config
+        headers = {**model.headers, **options.headers}
+        if api_key:
+            headers["x-goog-api-key"] = api_key
+        url = f"{model.base_url.rstrip('/')}/{_model_path(model.id)}:streamGenerateContent?alt=sse"
+        return HttpRequest(url, headers, body)
+
+    def parser(self, model: Model, builder: AssistantMessageBuilder) -> Parser:
+        return _GeminiParser(model, builder)
+
+
+# --- the stream ----------------------------------------------------------------------------------
+
+
+class _GeminiParser(Parser):
+    def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
+        super().__init__(model, builder)
+        self.finish_reason: str | None = None
+        self.finish_message: str | None = None
+        self.signature: str | None = None  # of the open block
+        self.call_ids: set[str] = set()
+        self.calls = 0
+
+    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+        data = event.data
+        if not data.strip():
+            return ()
+        provider = self.model.provider or "google"
+        chunk = parse_json(data, f"a response from {provider}")
+        if not isinstance(chunk, dict):
+            raise ProviderFailure(f"unexpected response from {provider}: {data[:200]!r}")
+        error = chunk.get("error")
+        if error is not None:
+            raise ProviderFailure(f"{provider} reported an error: {_error_text(error)}")
+        builder = self.builder
+        if builder.response_id is None and isinstance(chunk.get("responseId"), str):
+            builder.response_id = chunk["responseId"]
+        usage = chunk.get("usageMetadata")
+        if isinstance(usage, dict):
+            builder.usage = _usage(usage)
+        feedback = chunk.get("promptFeedback")
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
+            reason = feedback["blockReason"]
+            detail = feedback.get("blockReasonMessage")
+            raise ProviderFailure(
+                f"{provider} blocked the prompt: blockReason {reason!r}"
+                + (f": {detail}" if isinstance(detail, str) and detail else "")
+            )
+        candidate = _first_candidate(chunk.get("candidates"))
+        out: list[AssistantMessageEvent] = []
+        if candidate is None:
+            return out
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if isinstance(parts, list):
+            for part in parts:
+                if isinstance(part, dict):
+                    self._part(part, out)
+        reason = candidate.get("finishReason")
+        if isinstance(reason, str) and reason:
+            self.finish_reason = reason
+            message = candidate.get("finishMessage")
+            self.finish_message = message if isinstance(message, str) and message else None
+        return out
+
+    def _part(self, part: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        raw_signature = part.get("thoughtSignature")
+        signature = raw_signature if isinstance(raw_signature, str) and raw_signature else None
+        call = part.get("functionCall")
+        if isinstance(call, dict):
+            self._call(call, signature, out)
+            return
+        text = part.get("text")
+        if not isinstance(text, str):
+            if signature is None:
+                return  # a part of a kind we do not keep (code execution, files, ...)
+            text = ""  # a signature alone: it belongs to a (possibly empty) block
+        if not text and signature is None:
+            return
+        builder = self.builder
+        kind = "thinking" if part.get("thought") is True else "text"
+        resigned = signature is not None and self.signature not in (None, signature)
+        if builder.open_kind != kind or resigned:
+            out.extend(self.end())
+            out.append(builder.thinking_start() if kind == "thinking" else builder.text_start())
+        if text:
+            out.append(
+                builder.thinking_delta(text) if kind == "thinking" else builder.text_delta(text)
+            )
+        if signature is not None:
+            builder.set_signature(signature)
+            self.signature = signature
+
+    def _call(
+        self, call: dict[str, Any], signature: str | None, out: list[AssistantMessageEvent]
+    ) -> None:
+        out.extend(self.end())
+        builder = self.builder
+        raw_id = call.get("id")
+        call_id = raw_id if isinstance(raw_id, str) and raw_id else ""
+        if not call_id or call_id in self.call_ids:
+            call_id = f"{builder.response_id or 'gemini'}_{self.calls}"
+        self.calls += 1
+        self.call_ids.add(call_id)
+        raw_args = call.get("args")
+        arguments: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+        name = call.get("name")
+        out.append(builder.toolcall_start(call_id, name if isinstance(name, str) else ""))
+        delta = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        out.append(builder.toolcall_delta(delta, arguments))
+        if signature is not None:
+            builder.set_signature(signature)
+        out.append(builder.toolcall_end(arguments))
+
+    def end(self) -> Iterable[AssistantMessageEvent]:
+        self.signature = None
+        return super().end()
+
+    def finish(self) -> AssistantMessage:
+        provider = self.model.provider or "google"
+        reason = self.finish_reason
+        if reason is None:
+            raise ProviderFailure(f"the stream from {provider} ended without a finishReason")
+        if reason == "STOP":
+            return self.builder.finish("stop")
+        if reason == "MAX_TOKENS":
+            return self.builder.finish("length")
+        text = f"{provider} finished with finishReason {reason!r}"
+        if self.finish_message:
+            text += f": {self.finish_message}"
+        return self.builder.finish("error", text)
+
+
+def _first_candidate(candidates: Any) -> dict[str, Any] | None:
+    """Candidate 0 (the only one unless ``candidateCount`` was raised)."""
+    if not isinstance(candidates, list):
+        return None
+    found = [c for c in candidates if isinstance(c, dict)]
+    for candidate in found:
+        if candidate.get("index", 0) == 0:
+            return candidate
+    return None
+
+
+def _error_text(error: Any) -> str:
+    if not isinstance(error, dict):
+        return str(error)[:500]
+    message = error.get("message")
+    status = error.get("status") or error.get("code")
+    if message and status:
+        return f"{status}: {message}"
+    return str(message or json.dumps(error)[:500])
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    """Usage from ``usageMetadata``: prompt tokens without the cached ones are the input;
+    output counts the thoughts too."""
+    prompt = int(raw.get("promptTokenCount") or 0) + int(raw.get("toolUsePromptTokenCount") or 0)
+    cache_read = int(raw.get("cachedContentTokenCount") or 0)
+    output = int(raw.get("candidatesTokenCount") or 0) + int(raw.get("thoughtsTokenCount") or 0)
+    input_tokens = max(0, prompt - cache_read)
+    total = int(raw.get("totalTokenCount") or 0) or input_tokens + cache_read + output
+    return Usage(input=input_tokens, output=output, cache_read=cache_read, total_tokens=total)
+
+
+_default = Google()
+
+
+def provider() -> Google:
+    """The default instance (registered for ``"google-generative-ai"``)."""
+    return _default
+
+
+async def stream(
+    model: Model, context: LlmContext, options: StreamOptions, emit: Any
+) -> AssistantMessage:
+    """The stream function of ``"google-generative-ai"`` models."""
+    return await _default.stream(model, context, options, emit)
