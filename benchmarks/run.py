@@ -26,6 +26,14 @@ Figures (performance.md):
 - B3: streaming — 100,000 one-character text deltas through the loop to one
   awaited listener, in events (deltas) per second. Floor: two awaited no-op
   calls per delta (provider to loop, loop to listener).
+- B8: provider stream — a 20 MB OpenAI chat-completions SSE body served on
+  loopback, read, parsed and normalized by ``openai_chat`` into stream events
+  (to an awaited no-op emit), in MB per second. Floor: plain ``httpx-sse``
+  iteration over the same body from the same server, through the same
+  ``httpx`` client, without parsing the events' JSON (the goal is at least
+  half its rate: a ratio of 2 or less).
+
+Only B8 touches the network (loopback, the server in the same process).
 """
 
 from __future__ import annotations
@@ -239,6 +247,75 @@ def bench_b3(repeats: int, deltas: int = 100_000) -> Figure:
     return _figure(samples, floor_samples, "events/s", lower_is_better=False)
 
 
+def _b8_body(size: int) -> bytes:
+    """An OpenAI chat-completions SSE body of about ``size`` bytes: short text deltas."""
+    words = ("streaming ", "tokens ", "from ", "a ", "model ", "over ", "loopback, ", "fast. ")
+    chunk = (
+        'data: {"id":"chatcmpl-b8","object":"chat.completion.chunk","created":1,'
+        '"model":"gpt-4.1","choices":[{"index":0,"delta":{"content":%s},'
+        '"finish_reason":null}]}\n\n'
+    )
+    pieces = [chunk % json.dumps(words[i % len(words)]) for i in range(len(words))]
+    one_round = "".join(pieces).encode()
+    body = one_round * (size // len(one_round) + 1)
+    end = (
+        'data: {"id":"chatcmpl-b8","object":"chat.completion.chunk","created":1,'
+        '"model":"gpt-4.1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+        '"usage":{"prompt_tokens":10,"completion_tokens":1000,"total_tokens":1010}}\n\n'
+        "data: [DONE]\n\n"
+    )
+    return body + end.encode()
+
+
+def bench_b8(repeats: int, size: int = 20_000_000) -> Figure:
+    import httpx  # noqa: ASYNC127  (the client the providers use)
+    import httpx_sse
+
+    from tests._sse_server import Response, SSEServer
+    from trio_agent import LlmContext, StreamOptions
+    from trio_agent.providers import openai_chat
+
+    body = _b8_body(size)
+    megabytes = len(body) / 1e6
+    samples: list[float] = []
+    floor_samples: list[float] = []
+
+    async def emit(event: Any) -> None:
+        return None
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            server = SSEServer()
+            url = await server.start(nursery)
+            model = openai_chat.model("gpt-4.1", base_url=url + "/v1", provider="openai")
+            context = LlmContext("", [UserMessage.text("go")])
+            async with httpx.AsyncClient(timeout=60) as client:
+                provider = openai_chat.OpenAIChat(client)
+                options = StreamOptions(api_key="bench-key")
+                request = {"model": "gpt-4.1", "stream": True, "messages": []}
+                for _ in range(repeats):
+                    server.add(Response(body=body, pieces=[65536]))
+                    gc.collect()
+                    start = time.perf_counter()
+                    message = await provider.stream(model, context, options, emit)
+                    samples.append(megabytes / (time.perf_counter() - start))
+                    if message.stop_reason != "stop":
+                        raise RuntimeError(f"B8: the provider failed: {message.error_message}")
+                    server.add(Response(body=body, pieces=[65536]))
+                    gc.collect()
+                    start = time.perf_counter()
+                    async with httpx_sse.aconnect_sse(
+                        client, "POST", url + "/v1/chat/completions", json=request
+                    ) as source:
+                        async for _ in source.aiter_sse():
+                            pass
+                    floor_samples.append(megabytes / (time.perf_counter() - start))
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return _figure(samples, floor_samples, "MB/s", lower_is_better=False)
+
+
 def _figure(
     samples: list[float], floor_samples: list[float], unit: str, *, lower_is_better: bool
 ) -> Figure:
@@ -261,12 +338,15 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
     "B1a": ("the same through Agent, one listener", bench_b1a, 5),
     "B2": ("parallel fan-out (1,000 no-op tools, whole run)", bench_b2, 15),
     "B3": ("streaming (100,000 one-character deltas)", bench_b3, 5),
+    "B8": ("provider stream (20 MB of OpenAI chat SSE on loopback)", bench_b8, 5),
 }
 
 
 def _format(value: float, unit: str) -> str:
     if unit == "events/s":
         return f"{value / 1e6:.2f} M/s"
+    if unit == "MB/s":
+        return f"{value:.1f} MB/s"
     return f"{value:.1f} {unit.split('/')[0].replace('us', 'µs')}"
 
 

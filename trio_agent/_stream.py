@@ -94,7 +94,13 @@ class LlmContext:
 
 @attrs.frozen(kw_only=True)
 class Timeouts:
-    """Time limits of one model request, in seconds (``None``: no limit)."""
+    """Time limits of one model request, in seconds (``None``: no limit).
+
+    ``connect``: to open the connection; ``first_byte``: from sending the
+    request to the response's head; ``idle``: for each read of the streamed
+    body (a server that sends nothing, not even a keep-alive, for that long
+    is given up on). Each ends the reply as an error that keeps what arrived.
+    """
 
     connect: float | None = 10.0
     first_byte: float | None = 60.0

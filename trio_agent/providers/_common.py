@@ -284,11 +284,12 @@ class HttpProvider:
             opened = await self.transport.open(request, options, secrets=(key or "",))
             async with opened as events:
                 await emit(builder.start())
+                next_event, feed = events.next, parser.feed  # the hot loop: one per chunk
                 while not parser.finished:
-                    event = await events.next()
+                    event = await next_event()
                     if event is None:
                         break
-                    for stream_event in parser.feed(event):
+                    for stream_event in feed(event):
                         await emit(stream_event)
                 for stream_event in parser.end():
                     await emit(stream_event)

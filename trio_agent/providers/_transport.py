@@ -14,7 +14,7 @@ stream of server-sent events, after it
 Every failure of the network or the server is a :class:`ProviderFailure`
 with a sentence that says what happened; the provider turns it into an error
 reply. Time limits: ``connect`` (httpx), ``first_byte`` (until the response
-head) and ``idle`` (between two events).
+head) and ``idle`` (for each read of the body).
 
 Lifetimes. A response is always closed — when the stream is done, when a
 failure ends it, and when the caller is cancelled (then in a shielded scope,
@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import attrs
@@ -115,26 +115,51 @@ def error_text(body: bytes) -> str:
     return text[:500]
 
 
+class _IdleLimited(httpx.AsyncByteStream):
+    """A response body whose every read must bring bytes within ``idle`` seconds.
+
+    The limit is kept per network read, not per event: a read brings many
+    events, and a cancel scope per event would cost more than parsing it.
+    """
+
+    def __init__(self, body: httpx.AsyncByteStream, idle: float) -> None:
+        self._body = body
+        self._idle = idle
+        self._chunks: AsyncIterator[bytes] | None = None
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        self._chunks = self._body.__aiter__()
+        return self
+
+    async def __anext__(self) -> bytes:
+        assert self._chunks is not None
+        with trio.fail_after(self._idle):
+            return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
 class SseStream:
-    """The events of one response; :meth:`next` applies the idle time limit."""
+    """The events of one response, the idle time limit applied to its reads."""
 
     def __init__(self, name: str, response: httpx.Response, idle: float | None) -> None:
         self._name = name
         self._response = response
         self._idle = idle
+        if idle is not None and isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _IdleLimited(response.stream, idle)
         self._events = EventSource(response).aiter_sse()
 
     async def next(self) -> ServerSentEvent | None:
         """The next event, or None at the end of the stream."""
-        idle = self._idle if self._idle is not None else float("inf")
         try:
-            with trio.fail_after(idle):
-                return await self._events.__anext__()
+            return await self._events.__anext__()
         except StopAsyncIteration:
             return None
         except trio.TooSlowError:
             raise ProviderFailure(
-                f"{self._name} sent nothing for {idle:g} s (idle timeout)"
+                f"{self._name} sent nothing for {self._idle:g} s (idle timeout)"
             ) from None
         except SSEError as exc:
             raise ProviderFailure(f"malformed event stream from {self._name}: {exc}") from None

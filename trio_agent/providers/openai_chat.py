@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 import attrs
+import jiter
 
 from .._events import AssistantMessageEvent
 from .._messages import (
@@ -54,6 +55,9 @@ __all__ = ["API", "Compat", "OpenAIChat", "model", "provider", "stream"]
 API = "openai-chat"
 _FREE = ModelCost()
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+_REASONING_KEYS = frozenset(_REASONING_FIELDS)
+_NOT_TEXT_KEYS = frozenset((*_REASONING_FIELDS, "tool_calls"))
+_from_json = jiter.from_json
 
 
 @attrs.frozen(kw_only=True)
@@ -388,33 +392,53 @@ class _ChatParser(Parser):
         return super().end()
 
     def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+        # This runs for every chunk of every reply: dict lookups are kept few,
+        # and the common chunk (a text delta, and nothing else) goes straight.
         data = event.data
         if data.startswith("[DONE]"):
             self.finished = True
             return ()
         if event.event == "error":
             raise ProviderFailure(f"{self.model.provider} reported an error: {data[:500]}")
-        chunk = parse_json(data, f"a chunk from {self.model.provider}")
-        if not isinstance(chunk, dict):
+        try:
+            chunk = _from_json(data.encode())
+        except ValueError:
+            chunk = parse_json(data, f"a chunk from {self.model.provider}")  # raises, and says why
+        if type(chunk) is not dict:
             raise ProviderFailure(f"unexpected chunk from {self.model.provider}: {data[:200]!r}")
-        error = chunk.get("error")
-        if error is not None or chunk.get("object") == "error":
+        if ("error" in chunk and chunk["error"] is not None) or chunk.get("object") == "error":
+            error = chunk.get("error")
             details = error if isinstance(error, dict) else chunk
             message = details.get("message") or json.dumps(details)[:500]
             raise ProviderFailure(f"{self.model.provider} reported an error: {message}")
-        out: list[AssistantMessageEvent] = []
         builder = self.builder
         if builder.response_id is None and isinstance(chunk.get("id"), str):
             builder.response_id = chunk["id"]
         choices = chunk.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices else None
-        usage = chunk.get("usage") or (choice.get("usage") if isinstance(choice, dict) else None)
-        if isinstance(usage, dict):
+        choice = choices[0] if type(choices) is list and choices else None
+        usage = chunk.get("usage")
+        if usage is None and type(choice) is dict:
+            usage = choice.get("usage")
+        if type(usage) is dict:
             builder.usage = _usage(usage)
-        if not isinstance(choice, dict):
-            return out
+        if type(choice) is not dict:
+            return ()
         delta = choice.get("delta")
-        if isinstance(delta, dict):
+        reason = choice.get("finish_reason")
+        if reason and type(reason) is str:
+            self.finish_reason = reason
+        if type(delta) is not dict or not delta:
+            return ()
+        text = delta.get("content")
+        if (
+            text
+            and type(text) is str
+            and _NOT_TEXT_KEYS.isdisjoint(delta)
+            and builder.open_kind == "text"
+        ):
+            return (builder.text_delta(text),)
+        out: list[AssistantMessageEvent] = []
+        if not _REASONING_KEYS.isdisjoint(delta):
             for field in _REASONING_FIELDS:
                 piece = delta.get(field)
                 if isinstance(piece, str) and piece:
@@ -424,20 +448,16 @@ class _ChatParser(Parser):
                         out.append(builder.thinking_start())
                     out.append(builder.thinking_delta(piece))
                     break
-            text = delta.get("content")
-            if isinstance(text, str) and text:
-                if builder.open_kind != "text":
-                    self._close_open(out)
-                    out.append(builder.text_start())
-                out.append(builder.text_delta(text))
-            calls = delta.get("tool_calls")
-            if isinstance(calls, list):
-                for fragment in calls:
-                    if isinstance(fragment, dict):
-                        self._tool_fragment(fragment, out)
-        reason = choice.get("finish_reason")
-        if isinstance(reason, str) and reason:
-            self.finish_reason = reason
+        if isinstance(text, str) and text:
+            if builder.open_kind != "text":
+                self._close_open(out)
+                out.append(builder.text_start())
+            out.append(builder.text_delta(text))
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for fragment in calls:
+                if isinstance(fragment, dict):
+                    self._tool_fragment(fragment, out)
         return out
 
     def _route(self, fragment: dict[str, Any]) -> _Call | None:
