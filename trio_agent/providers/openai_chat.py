@@ -25,6 +25,7 @@ finish reason that is not ``stop`` / ``end`` / ``length`` / ``tool_calls`` /
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -290,8 +291,9 @@ class OpenAIChat(HttpProvider):
     env_keys: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 
     def api_key(self, model: Model, options: StreamOptions) -> str | None:
-        import os
-
+        """The option, else the provider's environment variable (``OPENAI_API_KEY`` for
+        OpenAI, ``OPENROUTER_API_KEY`` for OpenRouter, ...; none for other servers, so
+        that an OpenAI key is never sent to them)."""
         if options.api_key:
             return options.api_key
         env = _ENV_KEYS.get(
