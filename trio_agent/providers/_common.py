@@ -281,7 +281,9 @@ class HttpProvider:
         parser = self.parser(model, builder)
         try:
             request = self.build_request(model, context, options, key)
-            opened = await self.transport.open(request, options, secrets=(key or "",))
+            opened = await self.transport.open(
+                request, options, secrets=(key or "",), name=provider
+            )
             async with opened as events:
                 await emit(builder.start())
                 next_event, feed = events.next, parser.feed  # the hot loop: one per chunk

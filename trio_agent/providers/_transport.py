@@ -224,18 +224,23 @@ class Transport:
         return client, False
 
     async def open(
-        self, request: HttpRequest, options: StreamOptions, secrets: tuple[str, ...] = ()
+        self,
+        request: HttpRequest,
+        options: StreamOptions,
+        secrets: tuple[str, ...] = (),
+        name: str | None = None,
     ) -> _Opened:
         """Send ``request`` (retrying what may be retried) and return its event stream.
 
         Use the result with ``async with``: it closes the response (and a
         client made for this request alone). ``secrets`` are scrubbed from any
-        error text. Raises :class:`ProviderFailure`.
+        error text; ``name`` is the server's name in it (the model's provider
+        label; by default this transport's). Raises :class:`ProviderFailure`.
         """
         attempt = 0
         while True:
             try:
-                return await self._open_once(request, options)
+                return await self._open_once(request, options, name or self.name)
             except ProviderFailure as failure:
                 scrub(failure, secrets)
                 if not failure.retryable or attempt >= options.max_retries:
@@ -251,7 +256,7 @@ class Transport:
                 await trio.sleep(delay)
                 attempt += 1
 
-    async def _open_once(self, request: HttpRequest, options: StreamOptions) -> _Opened:
+    async def _open_once(self, request: HttpRequest, options: StreamOptions, name: str) -> _Opened:
         timeouts = options.timeouts
         client, close_client = self._client(timeouts)
         opened: _Opened | None = None
@@ -268,19 +273,19 @@ class Transport:
                     response = await client.send(built, stream=True)
             except trio.TooSlowError:
                 raise ProviderFailure(
-                    f"no response from {self.name} within {first_byte:g} s (first-byte timeout)",
+                    f"no response from {name} within {first_byte:g} s (first-byte timeout)",
                     retryable=True,
                 ) from None
             except httpx.TimeoutException as exc:
                 raise ProviderFailure(
-                    f"could not connect to {self.name} ({_describe(exc)})", retryable=True
+                    f"could not connect to {name} ({_describe(exc)})", retryable=True
                 ) from None
             except httpx.HTTPError as exc:
                 raise ProviderFailure(
-                    f"could not reach {self.name}: {_describe(exc)}", retryable=True
+                    f"could not reach {name}: {_describe(exc)}", retryable=True
                 ) from None
             # From here on, closing ``opened`` closes the client too.
-            opened = _Opened(self.name, response, client if close_client else None, timeouts.idle)
+            opened = _Opened(name, response, client if close_client else None, timeouts.idle)
             accepted = False
             try:
                 failure = await opened.check()

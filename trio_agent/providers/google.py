@@ -58,7 +58,7 @@ from .._messages import (
     UserMessage,
 )
 from .._model import Model, ModelCost
-from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
+from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 from ._common import HttpProvider, Parser, parse_json, prepare_messages
 from ._transport import SSE, HttpRequest, ProviderFailure
 
@@ -425,7 +425,7 @@ def provider() -> Google:
 
 
 async def stream(
-    model: Model, context: LlmContext, options: StreamOptions, emit: Any
+    model: Model, context: LlmContext, options: StreamOptions, emit: Emit
 ) -> AssistantMessage:
     """The stream function of ``"google-generative-ai"`` models."""
     return await _default.stream(model, context, options, emit)
