@@ -10,7 +10,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from tests._support import ECHO, Recorder, check_grammar, check_transcript, make_tool
+from tests._support import ECHO, make_tool
 from trio_agent import (
     AgentContext,
     AgentEvent,
@@ -29,6 +29,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
 
 ABORTED = "Operation aborted"
 
@@ -54,8 +55,8 @@ async def run(
     on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
     tools: list[AgentTool] | None = None,
     **config: Any,
-) -> tuple[list[AgentMessage], Recorder]:
-    recorder = Recorder(on_event)
+) -> tuple[list[AgentMessage], EventRecorder]:
+    recorder = EventRecorder(on_event)
     messages = await run_agent_loop(
         [UserMessage.text("go")],
         AgentContext(tools=[sleeper(), ECHO] if tools is None else tools),
@@ -63,7 +64,7 @@ async def run(
         recorder,
         abort,
     )
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     check_transcript(messages)
     return messages, recorder
 
@@ -302,7 +303,7 @@ async def test_abort_during_prepare_next_turn_delivers_pending_steering(
 async def test_outer_cancellation_propagates_and_emits_nothing_more(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     model = faux.model([calls(("t1", 100), ("t2", 100)), "never"])
     with trio.move_on_after(0.05) as outer:
         await run_agent_loop(
@@ -319,7 +320,7 @@ async def test_outer_cancellation_propagates_and_emits_nothing_more(
 
 async def test_outer_cancellation_wins_over_abort(autojump_clock: trio.abc.Clock) -> None:
     abort = trio.CancelScope()
-    recorder = Recorder()
+    recorder = EventRecorder()
     model = faux.model([calls(("t1", 100), ("t2", 100)), "never"])
 
     async def both() -> None:

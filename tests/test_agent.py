@@ -10,7 +10,7 @@ import trio.lowlevel
 import trio.testing
 
 import trio_agent
-from tests._support import ECHO, Recorder, check_grammar, check_transcript, make_tool
+from tests._support import ECHO, make_tool
 from trio_agent import (
     Agent,
     AgentBusyError,
@@ -26,6 +26,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
 
 
 class Boom(Exception):
@@ -454,7 +455,7 @@ async def test_a_sync_listener_is_refused() -> None:
 
 async def test_the_events_channel_carries_every_event() -> None:
     agent = Agent(faux.model([call(), "done"]), tools=[ECHO])
-    recorder = Recorder()
+    recorder = EventRecorder()
     got: list[AgentEvent] = []
 
     async def consume(channel: trio.MemoryReceiveChannel[AgentEvent]) -> None:
@@ -467,7 +468,7 @@ async def test_the_events_channel_carries_every_event() -> None:
         nursery.start_soon(consume, channel)  # noqa: ASYNC111
         await agent.prompt("go")
     assert got == recorder.events
-    check_grammar(got)
+    check_event_grammar(got)
 
 
 async def test_a_consumer_that_falls_behind_slows_the_run(autojump_clock: trio.abc.Clock) -> None:
@@ -515,7 +516,7 @@ async def test_a_consumer_that_never_reads_does_not_hold_up_an_abort(
 async def test_a_failing_listener_fails_the_run_and_its_error_is_reraised(kind: str) -> None:
     error = Boom("listener broke")
     agent = Agent(faux.model([call(), "done"]), tools=[ECHO])
-    recorder = Recorder()
+    recorder = EventRecorder()
 
     async def listener(event: AgentEvent) -> None:
         if event.type == kind and not recorder.of("agent_end"):
@@ -544,7 +545,7 @@ async def test_a_listener_failing_on_an_error_reply_is_still_named_in_the_transc
             [faux.reply("x", stop_reason="error", error_message="model", emit_start=emit_start)]
         )
     )
-    recorder = Recorder()
+    recorder = EventRecorder()
 
     async def listener(event: AgentEvent) -> None:
         if event.type == "message_end" and getattr(event.message, "error_message", "") == "model":
@@ -554,7 +555,7 @@ async def test_a_listener_failing_on_an_error_reply_is_still_named_in_the_transc
     agent.subscribe(listener)
     with pytest.raises(Boom):
         await agent.prompt("go")
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     replies = [m for m in agent.state.messages if isinstance(m, AssistantMessage)]
     assert [(r.stop_reason, r.error_message) for r in replies] == [
         ("error", "model"),
@@ -571,7 +572,7 @@ async def test_the_failure_events_close_every_started_tool_call() -> None:
         ),
         tools=[SLEEPY],
     )
-    recorder = Recorder()
+    recorder = EventRecorder()
 
     async def listener(event: AgentEvent) -> None:
         if event.type == "tool_execution_start" and event.tool_call_id == "t1":
@@ -581,7 +582,7 @@ async def test_the_failure_events_close_every_started_tool_call() -> None:
     agent.subscribe(listener)
     with pytest.raises(Boom):
         await agent.prompt("go")
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
     assert [(r.tool_call_id, texts([r])[0]) for r in results] == [
         ("t0", "Operation aborted"),
@@ -599,11 +600,11 @@ async def test_a_failing_hook_fails_the_run_the_same_way() -> None:
         raise Boom("transform failed")
 
     agent = Agent(faux.model(["never"]), transform_context=transform, before_tool_call=before)
-    recorder = Recorder()
+    recorder = EventRecorder()
     agent.subscribe(recorder)
     with pytest.raises(Boom, match="transform failed"):
         await agent.prompt("go")
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     assert agent.state.error_message == "Boom: transform failed"
 
 
@@ -632,7 +633,7 @@ async def test_cancellation_from_outside_closes_the_state_and_propagates(
         faux.model([faux.reply("partial", faux.tool_call("sleepy", {"ms": 5000}, id="t1"))]),
         tools=[SLEEPY],
     )
-    recorder = Recorder()
+    recorder = EventRecorder()
     agent.subscribe(recorder)
     with trio.move_on_after(1) as outer:
         await agent.prompt("go")

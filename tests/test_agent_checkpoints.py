@@ -27,7 +27,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests._support import Recorder, make_tool
+from tests._support import make_tool
 from trio_agent import (
     Agent,
     AgentBusyError,
@@ -43,6 +43,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder
 
 BUSY_PROMPT = (
     "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
@@ -257,8 +258,8 @@ SYNC_CALLS: dict[str, Callable[[Agent], Callable[[], object]]] = {
     "clear_follow_up_queue": lambda agent: agent.clear_follow_up_queue,
     "clear_all_queues": lambda agent: agent.clear_all_queues,
     "has_queued_messages": lambda agent: agent.has_queued_messages,
-    "subscribe": lambda agent: partial(agent.subscribe, Recorder()),
-    "subscribe()()": lambda agent: agent.subscribe(Recorder()),  # the returned unsubscribe
+    "subscribe": lambda agent: partial(agent.subscribe, EventRecorder()),
+    "subscribe()()": lambda agent: agent.subscribe(EventRecorder()),  # the returned unsubscribe
     "set_system_prompt": lambda agent: partial(agent.set_system_prompt, "Be brief."),
     "set_model": lambda agent: partial(agent.set_model, faux.model(["other"])),
     "set_thinking_level": lambda agent: partial(agent.set_thinking_level, "high"),

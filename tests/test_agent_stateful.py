@@ -54,7 +54,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests._support import Recorder, check_grammar, check_transcript, make_tool
+from tests._support import make_tool
 from trio_agent import (
     Agent,
     AgentEvent,
@@ -72,6 +72,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
 
 MS = 0.001
 MODES: tuple[QueueMode, ...] = ("one-at-a-time", "all")
@@ -258,7 +259,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.expected: dict[str, list[str]] = {queue: [] for queue in QUEUES}
         self.prompted: list[str] = []
         self.counter = 0
-        self.listeners: dict[int, tuple[Recorder, Callable[[], None]]] = {}
+        self.listeners: dict[int, tuple[EventRecorder, Callable[[], None]]] = {}
         # Once a run is aborted: what was queued then or is queued later, which
         # the run must leave queued (invariant 11, agent.md "Queues").
         self.held: set[str] | None = None
@@ -387,7 +388,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def subscribe(self) -> None:
-        recorder = Recorder()
+        recorder = EventRecorder()
         self.counter += 1
         self.listeners[self.counter] = (recorder, self.agent.subscribe(recorder))
 
@@ -500,7 +501,7 @@ class QueueMachine(RuleBasedStateMachine):
             if played.refused:
                 assert recorder.events == []
             else:
-                check_grammar(recorder.events, complete=not played.outer_cancelled)
+                check_event_grammar(recorder.events, complete=not played.outer_cancelled)
         check_transcript(state.messages)
         assert played.failed == played.reraised
         assert (

@@ -12,7 +12,7 @@ import attrs
 import pytest
 import trio
 
-from tests._support import Recorder, make_tool
+from tests._support import make_tool
 from trio_agent import (
     AgentContext,
     AgentEvent,
@@ -31,6 +31,7 @@ from trio_agent import (
 )
 from trio_agent._loop import _ListenerFailed, _one_exception
 from trio_agent.providers import AssistantMessageBuilder, faux
+from trio_agent.testing import EventRecorder
 
 
 class Boom(Exception):
@@ -156,7 +157,7 @@ async def test_a_stream_function_that_raises_has_broken_its_contract() -> None:
     error = Boom("provider bug")
     model = faux.model([faux.Reply(raises=error)])
     with pytest.raises(Boom) as caught:
-        await run(Recorder(), model=model)
+        await run(EventRecorder(), model=model)
     assert caught.value is error
 
 
@@ -165,7 +166,7 @@ async def test_a_stream_function_returning_garbage_is_a_type_error() -> None:
         return "not a message"
 
     with pytest.raises(TypeError, match="returned 'not a message', not an AssistantMessage"):
-        await run(Recorder(), stream_fn=stream_fn)
+        await run(EventRecorder(), stream_fn=stream_fn)
 
 
 async def raise_boom(*args: Any) -> Any:
@@ -185,7 +186,7 @@ async def raise_boom(*args: Any) -> Any:
     ],
 )
 async def test_a_failing_hook_ends_the_run_with_its_exception(hook: str) -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     model = faux.model([faux.reply(faux.tool_call("echo", {}, id="t1")), "done", "more"])
 
     async def echo(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
@@ -225,7 +226,7 @@ async def test_convert_to_llm_hooks_receive_a_read_only_view() -> None:
         seen.append(messages)
         return [m for m in messages if isinstance(m, UserMessage | AssistantMessage)]
 
-    await run(Recorder(), model=faux.model(["hi"]), convert_to_llm=convert)
+    await run(EventRecorder(), model=faux.model(["hi"]), convert_to_llm=convert)
     assert not hasattr(seen[0], "append")
 
 
@@ -241,7 +242,7 @@ async def test_should_stop_after_turn_errors_are_not_swallowed_by_abort() -> Non
             [UserMessage.text("go")],
             AgentContext(),
             AgentLoopConfig(model=faux.model(["hi"]), should_stop_after_turn=stop),
-            Recorder(),
+            EventRecorder(),
             abort,
         )
 

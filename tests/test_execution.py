@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests._support import ECHO, ECHO_SCHEMA, Recorder, check_grammar, check_transcript, make_tool
+from tests._support import ECHO, ECHO_SCHEMA, make_tool
 from trio_agent import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -26,6 +26,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
 
 
 def sleeper(name: str = "sleep", **kwargs: Any) -> AgentTool:
@@ -44,8 +45,8 @@ def calls(*specs: tuple[str, str, dict[str, Any]]) -> faux.Reply:
 
 async def run(
     reply: faux.Reply, tools: list[AgentTool], **config: Any
-) -> tuple[list[AgentMessage], Recorder]:
-    recorder = Recorder()
+) -> tuple[list[AgentMessage], EventRecorder]:
+    recorder = EventRecorder()
     model = faux.model([reply, "done"])
     messages = await run_agent_loop(
         [UserMessage.text("go")],
@@ -53,7 +54,7 @@ async def run(
         AgentLoopConfig(model=model, **config),
         recorder,
     )
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     check_transcript(messages)
     return messages, recorder
 
@@ -281,7 +282,7 @@ async def test_a_blocking_before_hook_may_terminate_the_batch() -> None:
     async def before(ctx: BeforeToolCallContext) -> BeforeToolCallResult:
         return BeforeToolCallResult(block=True, reason="stop here", terminate=True)
 
-    recorder = Recorder()
+    recorder = EventRecorder()
     model = faux.model([calls(("t1", "echo", {"value": "a"})), "unused"])
     await run_agent_loop(
         [UserMessage.text("go")],
@@ -352,7 +353,7 @@ async def test_a_batch_terminates_only_when_every_result_asks(
         [UserMessage.text("go")],
         AgentContext(tools=[make_tool("fin", execute)]),
         AgentLoopConfig(model=model),
-        Recorder(),
+        EventRecorder(),
     )
     assert len(model.calls) == (1 if all(terminates) else 2)
 
@@ -366,7 +367,7 @@ async def test_after_tool_call_can_terminate_the_batch() -> None:
         [UserMessage.text("go")],
         AgentContext(tools=[ECHO]),
         AgentLoopConfig(model=model, after_tool_call=after),
-        Recorder(),
+        EventRecorder(),
     )
     assert len(model.calls) == 1
 
@@ -412,7 +413,7 @@ async def test_updates_are_emitted_while_a_lone_tool_runs() -> None:
         if event.type == "tool_execution_update":
             seen_update.set()
 
-    recorder = Recorder(on_event)
+    recorder = EventRecorder(on_event)
     with trio.fail_after(5):
         await run_agent_loop(
             [UserMessage.text("go")],
@@ -420,7 +421,7 @@ async def test_updates_are_emitted_while_a_lone_tool_runs() -> None:
             AgentLoopConfig(model=faux.model([calls(("t1", "slow", {})), "done"])),
             recorder,
         )
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     assert [e.partial_result.content[0].text for e in recorder.of("tool_execution_update")] == [
         "half way"
     ]
@@ -442,7 +443,7 @@ async def test_updates_are_emitted_while_parallel_tools_run() -> None:
         if event.type == "tool_execution_update" and event.tool_call_id == "t2":
             release.set()
 
-    recorder = Recorder(on_event)
+    recorder = EventRecorder(on_event)
     with trio.fail_after(5):
         await run_agent_loop(
             [UserMessage.text("go")],
@@ -452,7 +453,7 @@ async def test_updates_are_emitted_while_parallel_tools_run() -> None:
             ),
             recorder,
         )
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     updates = [
         (e.tool_call_id, e.partial_result.content[0].text)
         for e in recorder.of("tool_execution_update")
@@ -476,7 +477,7 @@ async def test_updates_after_the_tool_returned_are_dropped() -> None:
         if event.type == "tool_execution_end":
             kept[0](ToolResult.text("late"))
 
-    recorder = Recorder(on_event)
+    recorder = EventRecorder(on_event)
     await run_agent_loop(
         [UserMessage.text("go")],
         AgentContext(tools=[make_tool("t", execute)]),

@@ -55,7 +55,7 @@ from trio_agent.providers import faux
 CONTEXT = LlmContext("You are a test.", [UserMessage("hi", timestamp=1)])
 
 
-class Recorder:
+class EventRecorder:
     """An ``emit`` that records every event (with the virtual time it came at)."""
 
     def __init__(self) -> None:
@@ -75,9 +75,9 @@ async def play(
     model: Model,
     context: LlmContext = CONTEXT,
     options: StreamOptions | None = None,
-) -> tuple[AssistantMessage, Recorder]:
+) -> tuple[AssistantMessage, EventRecorder]:
     """Call the faux stream function once; the final message and what it emitted."""
-    recorder = Recorder()
+    recorder = EventRecorder()
     message = await faux.stream(model, context, options or StreamOptions(), recorder)
     return message, recorder
 
@@ -116,7 +116,7 @@ def partial_of(event: AssistantMessageEvent) -> AssistantMessage:
     return event.partial
 
 
-def deltas(recorder: Recorder) -> list[str]:
+def deltas(recorder: EventRecorder) -> list[str]:
     return [
         event.delta
         for event in recorder.events
@@ -339,7 +339,7 @@ async def test_each_event_waits_for_emit(autojump_clock: trio.testing.MockClock)
 
 
 async def test_cancel_on_the_third_delta_sees_exactly_three() -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     seen: list[str] = []
 
     with trio.CancelScope() as scope:
@@ -364,7 +364,7 @@ async def test_cancel_on_the_third_delta_sees_exactly_three() -> None:
 
 
 async def test_cancellation_propagates_out_of_the_stream() -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
 
     async def cancel_on_start(event: AssistantMessageEvent) -> None:
         await recorder(event)
@@ -381,7 +381,7 @@ async def test_cancellation_propagates_out_of_the_stream() -> None:
 async def test_cancel_on_a_paced_delta_stops_the_stream(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     start = trio.current_time()
     with trio.CancelScope() as scope:
 
@@ -530,7 +530,7 @@ async def test_raises_propagates_and_emits_nothing() -> None:
         pass
 
     bug = ScriptBug("broken contract")
-    recorder = Recorder()
+    recorder = EventRecorder()
     model = faux.model([faux.Reply(content=[TextContent("x")], raises=bug)])
     with pytest.raises(ScriptBug) as info:
         await faux.stream(model, CONTEXT, StreamOptions(), recorder)

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests._support import ECHO, Recorder, check_grammar, check_transcript
+from tests._support import ECHO
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -29,6 +29,7 @@ from trio_agent import (
     run_agent_loop_continue,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
 
 
 def hi() -> list[AgentMessage]:
@@ -40,15 +41,15 @@ async def run(
     prompts: Sequence[AgentMessage] | None = None,
     context: AgentContext | None = None,
     **config: Any,
-) -> tuple[list[AgentMessage], Recorder]:
-    recorder = Recorder()
+) -> tuple[list[AgentMessage], EventRecorder]:
+    recorder = EventRecorder()
     messages = await run_agent_loop(
         hi() if prompts is None else prompts,
         context or AgentContext(tools=[ECHO]),
         AgentLoopConfig(model=model, **config),
         recorder,
     )
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     return messages, recorder
 
 
@@ -166,7 +167,7 @@ async def test_steering_during_a_turn_is_injected_before_the_next_model_call() -
         if event.type == "tool_execution_start":
             queue.append(steer)
 
-    recorder = Recorder(on_event)
+    recorder = EventRecorder(on_event)
     model = faux.model([faux.reply(faux.tool_call("echo", {"value": "v"}, id="t1")), "ok"])
     messages = await run_agent_loop(
         hi(),
@@ -362,7 +363,7 @@ async def test_stream_options_come_from_the_config() -> None:
 
 async def test_continue_runs_from_the_context_and_returns_only_new_messages() -> None:
     context = AgentContext(messages=[UserMessage.text("hi")], tools=[])
-    recorder = Recorder()
+    recorder = EventRecorder()
     messages = await run_agent_loop_continue(
         context, AgentLoopConfig(model=faux.model(["answer"])), recorder
     )
@@ -384,7 +385,7 @@ async def test_continue_runs_from_the_context_and_returns_only_new_messages() ->
 async def test_continue_refuses_before_emitting_anything(
     messages: list[AgentMessage], error: str
 ) -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     with trio.testing.assert_checkpoints(), pytest.raises(ValueError, match=f"^{error}$"):
         await run_agent_loop_continue(
             AgentContext(messages=messages), AgentLoopConfig(model=faux.model(["x"])), recorder
@@ -398,7 +399,7 @@ async def test_a_run_is_a_checkpoint() -> None:
 
 
 async def test_an_unknown_api_is_an_error_before_any_event() -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     model = attrs.evolve(faux.model(["x"]), api="nowhere")
     with pytest.raises(UnknownApiError, match="'nowhere'"):
         await run_agent_loop(hi(), AgentContext(), AgentLoopConfig(model=model), recorder)
@@ -411,7 +412,7 @@ async def test_a_string_prompt_is_refused_with_a_hint() -> None:
             "hi",  # type: ignore[arg-type]
             AgentContext(),
             AgentLoopConfig(model=faux.model()),
-            Recorder(),
+            EventRecorder(),
         )
 
 
@@ -421,7 +422,7 @@ async def test_a_prompt_that_is_not_a_message_is_named() -> None:
             [UserMessage.text("ok"), "oops"],  # type: ignore[list-item]
             AgentContext(),
             AgentLoopConfig(model=faux.model()),
-            Recorder(),
+            EventRecorder(),
         )
 
 
@@ -439,7 +440,7 @@ async def test_wrong_arguments_are_named(context: Any, config: Any, emit: Any, e
             hi(),
             AgentContext() if context is None else context,
             AgentLoopConfig(model=faux.model()) if config is None else config,
-            Recorder() if emit is None else emit,
+            EventRecorder() if emit is None else emit,
         )
 
 
@@ -463,12 +464,12 @@ async def test_a_stream_function_may_return_without_a_terminal_event() -> None:
     async def stream_fn(model: Any, context: Any, options: Any, emit: Any) -> AssistantMessage:
         return reply
 
-    recorder = Recorder()
+    recorder = EventRecorder()
     messages = await run_agent_loop(
         hi(), AgentContext(), AgentLoopConfig(model=faux.model()), recorder, stream_fn=stream_fn
     )
     assert messages[-1] is reply
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
 
 
 async def test_the_error_stop_reason_ends_the_run_without_running_tools() -> None:

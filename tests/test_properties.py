@@ -20,7 +20,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests._support import Recorder, check_grammar, check_transcript, make_tool
+from tests._support import make_tool
 from tests.conformance.runner import canonical, norm_event
 from trio_agent import (
     AgentContext,
@@ -36,6 +36,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
 
 MS = 0.001
 
@@ -247,7 +248,7 @@ async def play(scenario: Scenario) -> Outcome:
             outcome.late.append("model call")
         return await faux.stream(*args)
 
-    recorder = Recorder(on_event)
+    recorder = EventRecorder(on_event)
     outcome.events = recorder.events
     watch = Watch()
 
@@ -324,7 +325,7 @@ def check_example(scenario: Scenario, outcome: Outcome) -> None:
     assert outcome.leaked == set(), outcome.leaked
     # 10: well-formed events (cut short only by an outer cancellation or a failure).
     finished = outcome.returned is not None
-    check_grammar(events, complete=finished)
+    check_event_grammar(events, complete=finished)
     if not finished:
         return
     returned = outcome.returned

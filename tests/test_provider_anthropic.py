@@ -23,7 +23,7 @@ from tests._providers import (
     serving,
 )
 from tests._sse_server import Response
-from tests._support import ECHO, Recorder, check_grammar
+from tests._support import ECHO
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -40,6 +40,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import anthropic
+from trio_agent.testing import EventRecorder, check_event_grammar
 
 MODEL_ID = "claude-sonnet-4-5"
 IMAGE = ImageContent("aGk=", "image/png")
@@ -744,7 +745,7 @@ def test_the_model_constructor() -> None:
 
 
 async def test_the_whole_loop_runs_a_tool_and_sends_its_result(clock: Any) -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     async with serving(sse("echo_call.sse"), sse("text.sse", (1, 7))) as server:
         messages = await run_agent_loop(
             [UserMessage.text("echo x")],
@@ -753,7 +754,7 @@ async def test_the_whole_loop_runs_a_tool_and_sends_its_result(clock: Any) -> No
             recorder,
             stream_fn=anthropic.stream,
         )
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     last = messages[-1]
     assert isinstance(last, AssistantMessage)
     assert (last.stop_reason, last.text) == ("stop", "Hello, wörld \u2028 ✓")

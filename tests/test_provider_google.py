@@ -22,7 +22,7 @@ from tests._providers import (
     serving,
 )
 from tests._sse_server import Response, sse_body
-from tests._support import ECHO, Recorder
+from tests._support import ECHO
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -40,6 +40,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import google
+from trio_agent.testing import EventRecorder
 
 MODEL_ID = "gemini-2.5-flash"
 NO_USAGE = Usage()
@@ -635,7 +636,7 @@ async def test_a_tool_loop_replays_the_call_with_its_signature(clock: Any) -> No
             [UserMessage.text("ping")],
             AgentContext(tools=[ECHO]),
             AgentLoopConfig(model=model(server.url), api_key="k"),
-            Recorder(),
+            EventRecorder(),
             stream_fn=google.stream,
         )
     assert messages[-1].text == "The tool said ping ✓."  # type: ignore[union-attr]

@@ -25,7 +25,6 @@ import trio.testing
 import trio_agent
 from tests._providers import Call, call, check_stream, fixture, io_clock, options, serving
 from tests._sse_server import Response, SSEServer
-from tests._support import Recorder, check_grammar, check_transcript
 from trio_agent import (
     Agent,
     AgentEvent,
@@ -40,6 +39,7 @@ from trio_agent import (
 )
 from trio_agent.providers import anthropic, google, openai_chat, openai_responses
 from trio_agent.providers._common import HttpProvider
+from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
 
 KEY = "sk-matrix-SECRET-4242"
 TEXT = "Hello, wörld \u2028 ✓"  # what every text.sse says (Gemini's adds a "!")
@@ -555,7 +555,7 @@ async def test_an_abort_mid_stream_closes_the_connection_and_keeps_the_text(
     """With the run's pooled client, and with the application's own, which the run does not
     close: the aborted response's connection must end all the same."""
     server = SSEServer([Response(body=api.body, stall_after=api.after_text)])
-    recorder = Recorder()
+    recorder = EventRecorder()
     seen: list[str] = []
     async with httpx.AsyncClient() as client, trio.open_nursery() as nursery:
         await server.start(nursery)
@@ -585,7 +585,7 @@ async def test_an_abort_mid_stream_closes_the_connection_and_keeps_the_text(
     assert (last.stop_reason, last.text) == ("aborted", api.partial)
     assert not agent.state.is_streaming
     assert len(server.requests) == 1
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     assert recorder.types[-3:] == ["message_end", "turn_end", "agent_end"]
 
 
@@ -603,7 +603,7 @@ async def echo(value: str) -> str:
 
 
 async def test_an_agent_runs_a_tool_and_sends_its_result_back(api: Api, clock: Any) -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     tool_call = Response(body=fixture(api.name, api.call_fixture), pieces=(1, 7))
     answer = Response(body=fixture(api.name, api.answer_fixture), pieces=(1, 7))
     async with serving(tool_call, answer) as server:
@@ -633,7 +633,7 @@ async def test_an_agent_runs_a_tool_and_sends_its_result_back(api: Api, clock: A
     assert isinstance(answered, AssistantMessage)
     assert (answered.stop_reason, answered.text) == ("stop", api.answer)
     check_transcript(messages)
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
     assert recorder.types.count("turn_start") == 2
     assert recorder.tool_order("end") == [api.call_id]
 

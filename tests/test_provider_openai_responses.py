@@ -25,7 +25,7 @@ from tests._providers import (
     serving,
 )
 from tests._sse_server import Response, SSEServer, sse_body
-from tests._support import ECHO, Recorder, make_tool
+from tests._support import ECHO, make_tool
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -42,6 +42,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import openai_responses
+from trio_agent.testing import EventRecorder
 
 FIXTURE_NAMES = sorted(path.name for path in (FIXTURES / "openai_responses").glob("*.sse"))
 ENCRYPTED = "gAAAAABoEnc-rYpt3d_Bl0b=="
@@ -405,7 +406,7 @@ async def test_an_abort_mid_stream_closes_the_connection_and_keeps_the_partial(
             [UserMessage.text("hi")],
             AgentContext(),
             AgentLoopConfig(model=model(server.url), api_key="k"),
-            Recorder(on_event),
+            EventRecorder(on_event),
             abort,
             stream_fn=openai_responses.stream,
         )
@@ -747,7 +748,7 @@ async def test_a_tool_loop_sends_the_calls_and_their_outputs_back(clock: Any) ->
             [UserMessage.text("go")],
             AgentContext(tools=tools),
             AgentLoopConfig(model=model(server.url), api_key="k"),
-            Recorder(),
+            EventRecorder(),
             stream_fn=openai_responses.stream,
         )
     assert messages[-1].text == "Hello, wörld \u2028 ✓"  # type: ignore[union-attr]

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 import trio_agent.providers as providers
-from tests._support import Recorder
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -20,6 +19,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import faux
+from trio_agent.testing import EventRecorder
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ async def test_a_registered_stream_function_serves_its_api(custom_api: str) -> N
         [UserMessage.text("hi")],
         AgentContext(),
         AgentLoopConfig(model=Model(id="m1", api=custom_api)),
-        Recorder(),
+        EventRecorder(),
     )
     assert seen == ["m1"]
     assert messages[-1].text == "custom"  # type: ignore[union-attr]
@@ -79,7 +79,7 @@ def test_register_refuses_bad_arguments(api: str, fn: Any, error: str) -> None:
 
 
 async def test_a_model_without_a_script_ends_with_an_error_reply() -> None:
-    recorder = Recorder()
+    recorder = EventRecorder()
     messages = await run_agent_loop(
         [UserMessage.text("hi")],
         AgentContext(),

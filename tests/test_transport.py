@@ -14,7 +14,6 @@ import trio.testing
 
 from tests._providers import call, fixture, io_clock, options, serving
 from tests._sse_server import Response, SSEServer
-from tests._support import Recorder, check_grammar
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -24,6 +23,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import openai_chat
+from trio_agent.testing import EventRecorder, check_event_grammar
 
 TEXT = fixture("openai_chat", "text.sse")
 AFTER_HELLO = TEXT.index(b"\n\n", TEXT.index(b'"Hello"')) + 2  # the end of the "Hello" event
@@ -218,7 +218,7 @@ async def test_cancelling_mid_stream_closes_the_connection_and_keeps_the_partial
 ) -> None:
     server = SSEServer([Response(body=TEXT, stall_after=AFTER_HELLO)])
     abort = trio.CancelScope()
-    recorder = Recorder()
+    recorder = EventRecorder()
 
     async def on_event(event: Any) -> None:
         await recorder(event)
@@ -240,7 +240,7 @@ async def test_cancelling_mid_stream_closes_the_connection_and_keeps_the_partial
     last = messages[-1]
     assert isinstance(last, AssistantMessage)
     assert (last.stop_reason, last.text) == ("aborted", "Hello")
-    check_grammar(recorder.events)
+    check_event_grammar(recorder.events)
 
 
 async def test_connections_are_pooled_within_a_run_and_closed_at_its_end(clock: Any) -> None:
@@ -258,7 +258,7 @@ async def test_connections_are_pooled_within_a_run_and_closed_at_its_end(clock: 
             [UserMessage.text("hi")],
             AgentContext(tools=[ECHO]),
             AgentLoopConfig(model=model(server.url), api_key="k"),
-            Recorder(),
+            EventRecorder(),
         )
         with trio.fail_after(5):
             await server.wait_closed_by_client()
