@@ -134,7 +134,7 @@ class _Tracker(TaskWatcher):
         self.in_tool: dict[trio.lowlevel.Task, str] = {}
         self.cancelled_in_tool: set[trio.lowlevel.Task] = set()
         self.swallowed: list[str] = []
-        self.inject_error: BaseException | None = None
+        self.inject_error: Exception | None = None
         self.deadline_scope: trio.CancelScope | None = None
         self.grace = math.inf
         self._injecting = False
@@ -155,7 +155,7 @@ class _Tracker(TaskWatcher):
         self._injecting = True
         try:
             self.inject()
-        except BaseException as exc:
+        except Exception as exc:
             self.inject_error = exc
         finally:
             self._injecting = False
