@@ -684,6 +684,9 @@ async def _drive(
         elif on_interrupt is not None:
             on_interrupt(run, error)
         raise error
+    # A cancellation from outside that came while the run was closing (its
+    # last listener, the shielded cleanup) is not turned into a return.
+    await trio.lowlevel.checkpoint_if_cancelled()
     return run.new_messages
 
 

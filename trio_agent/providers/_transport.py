@@ -140,6 +140,29 @@ class _IdleLimited(httpx.AsyncByteStream):
         await self._body.aclose()
 
 
+class _Body(httpx.AsyncByteStream):
+    """A request body sent as one piece, read without an async generator.
+
+    httpx reads a body through an async generator; a cancellation while the
+    body is being sent leaves it half-read, and Trio reports it when it is
+    collected. This iterator has nothing to finish.
+    """
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+        self._left: bytes | None = None
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        self._left = self._body
+        return self
+
+    async def __anext__(self) -> bytes:
+        body, self._left = self._left, None
+        if body is None:
+            raise StopAsyncIteration
+        return body
+
+
 class SseStream:
     """The events of one response, the idle time limit applied to its reads."""
 
@@ -267,6 +290,7 @@ class Transport:
                 headers={"accept": "text/event-stream", **request.headers},
                 json=request.body,
             )
+            built.stream = _Body(built.content)
             first_byte = timeouts.first_byte if timeouts.first_byte is not None else float("inf")
             try:
                 with trio.fail_after(first_byte):

@@ -251,6 +251,8 @@ class TaskWatcher(trio.abc.Instrument):
 
     def check(self) -> None:
         """Raise ``AssertionError`` if a counted task is still alive."""
+        # A task that ended after the watch did has a finished coroutine.
+        self.alive = {task for task in self.alive if task.coro.cr_frame is not None}
         if self.alive:
             raise AssertionError(
                 f"{len(self.alive)} task(s) outlived the code that started them:\n"

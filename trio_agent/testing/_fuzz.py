@@ -1,12 +1,14 @@
 """Cancellation fuzzing: cancel a scenario at each of its checkpoints, and check what holds.
 
-:func:`assert_cancel_safe` runs a scenario once, undisturbed, and counts the
-steps its tasks take (a task runs from one checkpoint to the next in one
-step). Then it runs the scenario again for each step k — or a seeded sample
-of them — and, right after the k-th step, cancels it: once through the
-run's abort (``trial.abort`` and every watched ``Agent``), and once through
-a cancel scope around the whole scenario, as a caller's timeout would. After
-every run it checks that
+:func:`assert_cancel_safe` runs a scenario once, undisturbed, and counts its
+*points*: each step of one of its tasks (a task runs from one checkpoint at
+which it yields to the next in one step: the only moments another task, or a
+timeout, can cancel it), and each event its listener is told of (where a
+listener may abort the run itself). Then it runs the scenario again for
+each point k — or a seeded sample of them — and at the k-th point cancels
+it: once through the run's abort (``trial.abort`` and every watched
+``Agent``), and once through a cancel scope around the whole scenario, as a
+caller's timeout would. After every run it checks that
 
 * the scenario did not raise (abort) or ended by raising ``trio.Cancelled``
   (outer cancellation), so no ``Cancelled`` was swallowed;
@@ -17,8 +19,8 @@ every run it checks that
 * no task started by the scenario is still alive when it ends;
 * it ended within ``grace`` seconds after the cancellation.
 
-The steps of one run are replayed the same way in the next (Trio's
-scheduler is seeded before each run), so a failure names the step that
+The points of one run are replayed the same way in the next (Trio's
+scheduler is seeded before each run), so a failure names the point that
 makes it, and ``points=[k]`` reruns only that one. Use it on virtual time
 (pytest-trio's ``autojump_clock`` fixture, or ``MockClock(autojump_threshold=0)``):
 the grace period is then counted in virtual seconds, and a tool that sleeps
@@ -37,6 +39,7 @@ import attrs
 import trio
 
 from .._agent import Agent
+from .._events import AgentEvent
 from .._messages import AgentMessage, ToolResult
 from .._tools import AgentTool, ToolUpdate
 from ._checks import (
@@ -70,8 +73,8 @@ class Trial:
         self.mode = mode
         """``"abort"``, ``"outer"``, or ``None`` for the undisturbed run."""
         self.point = point
-        """The step after which the cancellation comes (``None``: never)."""
-        self.recorder = EventRecorder()
+        """The point at which the cancellation comes (``None``: never)."""
+        self.recorder = _TrialRecorder(self)
         self.abort = trio.CancelScope()
         self.agents: list[Agent] = []
         self._tracker: _Tracker | None = None
@@ -120,30 +123,54 @@ class Trial:
         return attrs.evolve(tool, execute=watched)
 
 
+class _TrialRecorder(EventRecorder):
+    """The trial's listener: each event it is told of is also a point to cancel at."""
+
+    def __init__(self, trial: Trial) -> None:
+        super().__init__()
+        self._trial = trial
+
+    async def __call__(self, event: AgentEvent) -> None:
+        self.events.append(event)
+        tracker = self._trial._tracker
+        if tracker is not None:
+            tracker.point(f"event {event.type}")
+        if self.on_event is not None:
+            await self.on_event(event)
+
+
 class _Tracker(TaskWatcher):
-    """Counts the scenario's steps, cancels after the chosen one, and sees who it woke."""
+    """Counts the scenario's points, cancels at the chosen one, and sees whom it woke."""
 
     def __init__(self, inject_at: int | None, inject: Callable[[], None]) -> None:
         super().__init__()
-        self.steps = 0
+        self.points = 0
         self.inject_at = inject_at
         self.inject = inject
         self.injected_at: float | None = None
-        self.steps_at_injection = 0
+        self.points_at_injection = 0
         self.woken: set[trio.lowlevel.Task] = set()
         self.in_tool: dict[trio.lowlevel.Task, str] = {}
         self.cancelled_in_tool: set[trio.lowlevel.Task] = set()
         self.swallowed: list[str] = []
         self.inject_error: Exception | None = None
+        self.labels: list[str] | None = None  # what each point is, when asked
+        self.injected_point = ""
         self.deadline_scope: trio.CancelScope | None = None
         self.grace = math.inf
         self._injecting = False
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task not in self._watched:
-            return
-        self.steps += 1
-        if self.steps == self.inject_at:
+        if task in self._watched:
+            self.point(f"step of task {task.name!r}")
+
+    def point(self, label: str) -> None:
+        """A point to cancel at: a task of the scenario yielded, or its listener was told."""
+        self.points += 1
+        if self.labels is not None:
+            self.labels.append(label)
+        if self.points == self.inject_at:
+            self.injected_point = label
             self._inject()
 
     def task_scheduled(self, task: trio.lowlevel.Task) -> None:
@@ -160,7 +187,7 @@ class _Tracker(TaskWatcher):
         finally:
             self._injecting = False
         self.injected_at = trio.current_time()
-        self.steps_at_injection = self.steps
+        self.points_at_injection = self.points
         self.cancelled_in_tool |= self.woken & self.in_tool.keys()
         if self.deadline_scope is not None:
             self.deadline_scope.deadline = self.injected_at + self.grace
@@ -171,11 +198,11 @@ class CancelSafetyReport:
     """What :func:`assert_cancel_safe` did: every trial passed."""
 
     points: int
-    """Steps counted in the undisturbed run."""
+    """Points counted in the undisturbed run (task steps and events)."""
     tried: dict[str, tuple[int, ...]]
-    """For each mode, the steps it cancelled after."""
+    """For each mode, the points it cancelled at."""
     not_reached: dict[str, tuple[int, ...]]
-    """For each mode, the chosen steps a trial ended before (its path was shorter)."""
+    """For each mode, the chosen points a trial ended before (its path was shorter)."""
 
     @property
     def trials(self) -> int:
@@ -270,17 +297,17 @@ def _problems(trial: Trial, outcome: _Outcome, tracker: _Tracker, grace: float) 
     if outcome.error is not None:
         problems.append(f"the scenario raised {outcome.error!r}")
     if trial.mode == "outer" and injected and not outcome.cancelled and outcome.error is None:
-        went_on = tracker.steps - tracker.steps_at_injection
+        went_on = tracker.points - tracker.points_at_injection
         if tracker.woken:
             problems.append(
                 "the scenario returned normally although trio.Cancelled reached it: "
-                "something swallowed the cancellation from outside"
+                "something swallowed trio.Cancelled"
             )
         elif went_on > 0:
             problems.append(
-                f"the scenario returned normally although it ran {went_on} more step(s) "
-                "after the cancellation from outside: a trio.Cancelled was swallowed, or "
-                "all that ran after it was shielded"
+                f"the scenario returned normally although it went on for {went_on} more point(s) "
+                "after the cancellation from outside: something swallowed trio.Cancelled, "
+                "or all that ran after it was shielded"
             )
     problems.extend(tracker.swallowed)
     if outcome.alive:
@@ -350,9 +377,10 @@ async def assert_cancel_safe(
 
     It is run once undisturbed, then once per mode (``"abort"``: the run's
     abort; ``"outer"``: a cancel scope around the scenario) and per chosen
-    step: every step, or, past ``max_points``, a sample drawn with ``seed``
-    (the first and last always in). ``points`` chooses the steps by hand (to
-    rerun a failure). ``grace``: how long, after the cancellation, the
+    point: every point (each step of the scenario's tasks, each event its
+    listener is told of), or, past ``max_points``, a sample drawn with
+    ``seed`` (the first and last always in). ``points`` chooses them by hand
+    (to rerun a failure). ``grace``: how long, after the cancellation, the
     scenario may take to end. Raises ``AssertionError`` at the first trial
     that fails, saying which, what went wrong and the events around it;
     returns a :class:`CancelSafetyReport` when all pass.
@@ -366,8 +394,8 @@ async def assert_cancel_safe(
     outcome, tracker = await _run_trial(scenario, undisturbed, seed=seed, grace=grace)
     problems = _problems(undisturbed, outcome, tracker, grace)
     if problems:
-        raise AssertionError(_report(undisturbed, problems, 0, seed))
-    total = tracker.steps
+        raise AssertionError(_report(undisturbed, tracker, problems, 0, seed))
+    total = tracker.points
     chosen = list(points) if points is not None else _choose(total, max_points, seed)
     tried: dict[str, tuple[int, ...]] = {}
     not_reached: dict[str, tuple[int, ...]] = {}
@@ -380,19 +408,19 @@ async def assert_cancel_safe(
                 missed.append(point)
             problems = _problems(trial, outcome, tracker, grace)
             if problems:
-                raise AssertionError(_report(trial, problems, total, seed))
+                raise AssertionError(_report(trial, tracker, problems, total, seed))
         tried[mode] = tuple(chosen)
         not_reached[mode] = tuple(missed)
     return CancelSafetyReport(points=total, tried=tried, not_reached=not_reached)
 
 
-def _report(trial: Trial, problems: list[str], total: int, seed: int) -> str:
+def _report(trial: Trial, tracker: _Tracker, problems: list[str], total: int, seed: int) -> str:
     if trial.mode is None:
         head = "the scenario fails without any cancellation"
         rerun = ""
     else:
         how = "abort" if trial.mode == "abort" else "cancellation from outside"
-        head = f"{how} after step {trial.point} of {total}"
+        head = f"{how} at point {trial.point} of {total} ({tracker.injected_point})"
         rerun = (
             f"\n  rerun: assert_cancel_safe(scenario, modes=[{trial.mode!r}], "
             f"points=[{trial.point}], seed={seed})"
