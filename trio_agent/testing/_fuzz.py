@@ -274,7 +274,7 @@ async def _run_trial(
 
     async with trio.open_nursery() as nursery:
         tracker.deadline_scope = trio.CancelScope()
-        nursery.start_soon(runner)
+        nursery.start_soon(runner, name="scenario")
         with tracker.deadline_scope:
             await done.wait()
         if not done.is_set():  # the grace period passed: say who is stuck, then wait on
