@@ -271,9 +271,9 @@ def bench_b8(repeats: int, size: int = 20_000_000) -> Figure:
     import httpx  # noqa: ASYNC127  (the client the providers use)
     import httpx_sse
 
-    from tests._sse_server import Response, SSEServer
     from trio_agent import LlmContext, StreamOptions
     from trio_agent.providers import openai_chat
+    from trio_agent.testing import ScriptedResponse, SSEServer
 
     body = _b8_body(size)
     megabytes = len(body) / 1e6
@@ -294,14 +294,14 @@ def bench_b8(repeats: int, size: int = 20_000_000) -> Figure:
                 options = StreamOptions(api_key="bench-key")
                 request = {"model": "gpt-4.1", "stream": True, "messages": []}
                 for _ in range(repeats):
-                    server.add(Response(body=body, pieces=[65536]))
+                    server.add(ScriptedResponse(body=body, pieces=[65536]))
                     gc.collect()
                     start = time.perf_counter()
                     message = await provider.stream(model, context, options, emit)
                     samples.append(megabytes / (time.perf_counter() - start))
                     if message.stop_reason != "stop":
                         raise RuntimeError(f"B8: the provider failed: {message.error_message}")
-                    server.add(Response(body=body, pieces=[65536]))
+                    server.add(ScriptedResponse(body=body, pieces=[65536]))
                     gc.collect()
                     start = time.perf_counter()
                     async with httpx_sse.aconnect_sse(

@@ -11,7 +11,6 @@ import attrs
 import trio
 import trio.testing
 
-from tests._sse_server import Response, SSEServer
 from trio_agent import (
     AssistantMessage,
     AssistantMessageEvent,
@@ -20,6 +19,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent._stream import Timeouts
+from trio_agent.testing import ScriptedResponse, SSEServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -42,7 +42,7 @@ def io_clock() -> trio.testing.MockClock:
 
 
 @asynccontextmanager
-async def serving(*responses: Response, seed: int = 0) -> AsyncIterator[SSEServer]:
+async def serving(*responses: ScriptedResponse, seed: int = 0) -> AsyncIterator[SSEServer]:
     async with trio.open_nursery() as nursery:
         server = SSEServer(responses, seed=seed)
         await server.start(nursery)

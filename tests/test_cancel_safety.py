@@ -17,7 +17,6 @@ import trio
 import trio.testing
 
 from tests._providers import io_clock, serving
-from tests._sse_server import Response
 from tests._support import ECHO, make_tool
 from tests.test_provider_matrix import APIS, KEY, Api
 from trio_agent import (
@@ -32,6 +31,7 @@ from trio_agent import (
 )
 from trio_agent.testing import (
     CancelSafetyReport,
+    ScriptedResponse,
     TaskWatcher,
     Trial,
     assert_cancel_safe,
@@ -122,8 +122,8 @@ async def test_every_provider_is_cancel_safe_over_loopback(clock: Any, api: Api)
     async with serving() as server:
 
         async def scenario(trial: Trial) -> None:
-            server.add(Response(body=api_fixture(api, api.call_fixture)))
-            server.add(Response(body=api_fixture(api, api.answer_fixture)))
+            server.add(ScriptedResponse(body=api_fixture(api, api.call_fixture)))
+            server.add(ScriptedResponse(body=api_fixture(api, api.answer_fixture)))
             agent = trial.watch(Agent(api.model(server.url), tools=[ECHO], api_key=KEY))
             await agent.prompt("echo something")
 

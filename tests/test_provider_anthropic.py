@@ -22,7 +22,6 @@ from tests._providers import (
     options,
     serving,
 )
-from tests._sse_server import Response
 from tests._support import ECHO
 from trio_agent import (
     AgentContext,
@@ -40,7 +39,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import anthropic
-from trio_agent.testing import EventRecorder, check_event_grammar
+from trio_agent.testing import EventRecorder, ScriptedResponse, check_event_grammar
 
 MODEL_ID = "claude-sonnet-4-5"
 IMAGE = ImageContent("aGk=", "image/png")
@@ -58,8 +57,8 @@ def clock() -> trio.testing.MockClock:
     return io_clock()
 
 
-def sse(name: str, pieces: Any = None) -> Response:
-    return Response(body=fixture("anthropic", name), pieces=pieces)
+def sse(name: str, pieces: Any = None) -> ScriptedResponse:
+    return ScriptedResponse(body=fixture("anthropic", name), pieces=pieces)
 
 
 def model(url: str, **kwargs: Any) -> Any:
@@ -290,7 +289,7 @@ async def test_failures_end_as_errors_keeping_what_arrived(
 
 async def test_sensitive_is_an_error_naming_it(clock: Any) -> None:
     body = fixture("anthropic", "refusal.sse").replace(b'"refusal"', b'"sensitive"')
-    async with serving(Response(body=body)) as server:
+    async with serving(ScriptedResponse(body=body)) as server:
         result = await call(anthropic.stream, model(server.url))
     assert result.message.error_message == (
         "anthropic stopped on sensitive content (stop_reason 'sensitive')"
@@ -307,7 +306,7 @@ async def test_sensitive_is_an_error_naming_it(clock: Any) -> None:
 )
 async def test_other_stop_reasons(clock: Any, reason: str, stop: str) -> None:
     body = fixture("anthropic", "text.sse").replace(b'"end_turn"', f'"{reason}"'.encode())
-    async with serving(Response(body=body)) as server:
+    async with serving(ScriptedResponse(body=body)) as server:
         result = await call(anthropic.stream, model(server.url))
     assert (result.message.stop_reason, result.message.error_message) == (stop, None)
 
@@ -648,12 +647,12 @@ async def test_a_streamed_reply_goes_back_unchanged(
 # --- keys and HTTP errors ------------------------------------------------------------------------
 
 
-def error(status: int, kind: str, message: str) -> Response:
+def error(status: int, kind: str, message: str) -> ScriptedResponse:
     body = (
         f'{{"type": "error", "error": {{"type": "{kind}", "message": "{message}"}}, '
         '"request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}'
     )
-    return Response(status=status, body=body.encode(), content_type="application/json")
+    return ScriptedResponse(status=status, body=body.encode(), content_type="application/json")
 
 
 async def test_529_is_retried_then_succeeds(clock: Any) -> None:
@@ -698,7 +697,7 @@ async def test_the_key_never_appears_in_an_error(clock: Any) -> None:
 
 async def test_an_in_band_error_with_the_key_is_scrubbed(clock: Any) -> None:
     body = fixture("anthropic", "in_band_error.sse").replace(b"Overloaded", b"bad key test-key")
-    async with serving(Response(body=body)) as server:
+    async with serving(ScriptedResponse(body=body)) as server:
         result = await call(anthropic.stream, model(server.url))
     assert result.message.error_message == (
         "anthropic reported an error: overloaded_error: bad key ***"

@@ -21,7 +21,6 @@ from tests._providers import (
     options,
     serving,
 )
-from tests._sse_server import Response, sse_body
 from tests._support import ECHO
 from trio_agent import (
     AgentContext,
@@ -40,7 +39,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import google
-from trio_agent.testing import EventRecorder
+from trio_agent.testing import EventRecorder, ScriptedResponse, sse_body
 
 MODEL_ID = "gemini-2.5-flash"
 NO_USAGE = Usage()
@@ -52,8 +51,8 @@ def clock() -> trio.testing.MockClock:
     return io_clock()
 
 
-def sse(name: str, pieces: Any = None) -> Response:
-    return Response(body=fixture("google", name), pieces=pieces)
+def sse(name: str, pieces: Any = None) -> ScriptedResponse:
+    return ScriptedResponse(body=fixture("google", name), pieces=pieces)
 
 
 def model(url: str, id: str = MODEL_ID, **kwargs: Any) -> Any:
@@ -241,7 +240,7 @@ async def test_a_second_signature_starts_a_new_block(clock: Any) -> None:
         + [(None, {"candidates": [{"finishReason": "STOP", "index": 0}]})],
         crlf=True,
     )
-    async with serving(Response(body=body)) as server:
+    async with serving(ScriptedResponse(body=body)) as server:
         result = await call(google.stream, model(server.url))
     check_stream(result.events)
     assert result.message.content == (
@@ -534,8 +533,8 @@ async def test_no_thinking_config_for_a_model_that_does_not_reason(clock: Any) -
 # --- keys and HTTP errors ------------------------------------------------------------------------
 
 
-def error(status: int, body: str, **headers: str) -> Response:
-    return Response(
+def error(status: int, body: str, **headers: str) -> ScriptedResponse:
+    return ScriptedResponse(
         status=status, body=body.encode(), headers=headers, content_type="application/json"
     )
 
@@ -580,7 +579,7 @@ async def test_the_key_never_appears_in_an_error(clock: Any) -> None:
         ],
         crlf=True,
     )
-    async with serving(error(400, echoed), Response(body=in_band)) as server:
+    async with serving(error(400, echoed), ScriptedResponse(body=in_band)) as server:
         first = await call(google.stream, model(server.url), opts=options(api_key="AIzaSy-secret"))
         second = await call(google.stream, model(server.url), opts=options(api_key="AIzaSy-secret"))
     assert (first.message.error_message, second.message.error_message) == (
@@ -618,7 +617,9 @@ async def test_the_key_comes_from_google_api_key_too(
 async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
     body = fixture("google", "text.sse")
     after_hello = body.index(b"\r\n\r\n", body.index(b'"Hello"')) + 4
-    async with serving(Response(body=body, pieces=(1, 7), drop_after=after_hello + 20)) as server:
+    async with serving(
+        ScriptedResponse(body=body, pieces=(1, 7), drop_after=after_hello + 20)
+    ) as server:
         result = await call(google.stream, model(server.url))
     check_stream(result.events)
     message = result.message

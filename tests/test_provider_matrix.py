@@ -24,7 +24,6 @@ import trio.testing
 
 import trio_agent
 from tests._providers import Call, call, check_stream, fixture, io_clock, options, serving
-from tests._sse_server import Response, SSEServer
 from trio_agent import (
     Agent,
     AgentEvent,
@@ -39,7 +38,13 @@ from trio_agent import (
 )
 from trio_agent.providers import anthropic, google, openai_chat, openai_responses
 from trio_agent.providers._common import HttpProvider
-from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
+from trio_agent.testing import (
+    EventRecorder,
+    ScriptedResponse,
+    SSEServer,
+    check_event_grammar,
+    check_transcript,
+)
 
 KEY = "sk-matrix-SECRET-4242"
 TEXT = "Hello, wörld \u2028 ✓"  # what every text.sse says (Gemini's adds a "!")
@@ -353,10 +358,10 @@ def clock() -> trio.testing.MockClock:
     return io_clock()
 
 
-def http_error(api: Api, status: int, message: str, **headers: str) -> tuple[Response, str]:
+def http_error(api: Api, status: int, message: str, **headers: str) -> tuple[ScriptedResponse, str]:
     """A non-2xx answer in the API's shape, and the error text it must give."""
     body, kind = api.error_body(status, message)
-    response = Response(
+    response = ScriptedResponse(
         status=status,
         body=json.dumps(body).encode(),
         headers=headers,
@@ -390,8 +395,8 @@ def test_the_table_matches_the_fixtures() -> None:
 
 
 async def test_a_dropped_connection_keeps_what_arrived(api: Api, clock: Any) -> None:
-    dropped = Response(body=api.body, pieces=(1, 7), drop_after=api.after_text + 20)
-    async with serving(dropped, Response(body=api.body)) as server:
+    dropped = ScriptedResponse(body=api.body, pieces=(1, 7), drop_after=api.after_text + 20)
+    async with serving(dropped, ScriptedResponse(body=api.body)) as server:
         result = await call(api.stream, api.model(server.url))
     error = error_reply(result, api.partial)
     assert error.startswith(f"connection to {api.label} lost: ")
@@ -400,7 +405,7 @@ async def test_a_dropped_connection_keeps_what_arrived(api: Api, clock: Any) -> 
 
 
 async def test_a_stall_past_the_idle_timeout_is_an_error(api: Api, clock: Any) -> None:
-    async with serving(Response(body=api.body, stall_after=api.after_text)) as server:
+    async with serving(ScriptedResponse(body=api.body, stall_after=api.after_text)) as server:
         start = trio.current_time()
         result = await call(
             api.stream, api.model(server.url), opts=options(timeouts=Timeouts(idle=5))
@@ -415,7 +420,7 @@ async def test_a_stall_past_the_idle_timeout_is_an_error(api: Api, clock: Any) -
 
 async def test_a_malformed_event_after_some_text_is_an_error(api: Api, clock: Any) -> None:
     body = api.body[: api.after_text] + api.malformed + api.body[api.after_text :]
-    async with serving(Response(body=body, pieces=(1, 7))) as server:
+    async with serving(ScriptedResponse(body=body, pieces=(1, 7))) as server:
         result = await call(api.stream, api.model(server.url))
     error = error_reply(result, api.partial)  # nothing after the broken event is taken
     assert error.startswith(api.malformed_error)
@@ -426,7 +431,7 @@ async def test_a_stream_that_ends_before_its_terminal_event_is_an_error(
     api: Api, clock: Any
 ) -> None:
     body = api.body[: event_start(api.body, api.terminal)]
-    async with serving(Response(body=body, pieces=(1, 7))) as server:
+    async with serving(ScriptedResponse(body=body, pieces=(1, 7))) as server:
         result = await call(api.stream, api.model(server.url))
     assert error_reply(result, api.truncated) == api.ended_early
     assert result.types[0] == "start"
@@ -437,7 +442,7 @@ async def test_client_errors_are_not_retried_and_never_show_the_key(
     api: Api, clock: Any, status: int
 ) -> None:
     refused, expected = http_error(api, status, f"Request refused for key {KEY}.")
-    async with serving(refused, Response(body=api.body)) as server:
+    async with serving(refused, ScriptedResponse(body=api.body)) as server:
         result = await call(api.stream, api.model(server.url), opts=options(api_key=KEY))
     assert error_reply(result, "") == expected.replace(KEY, "***")
     assert result.types == ["error"]
@@ -455,7 +460,7 @@ async def test_429_is_retried_then_succeeds(
     api: Api, clock: Any, headers: dict[str, str], waited: tuple[float, float]
 ) -> None:
     limited, _ = http_error(api, 429, "Rate limit reached.", **headers)
-    async with serving(limited, Response(body=api.body, pieces=(1, 7))) as server:
+    async with serving(limited, ScriptedResponse(body=api.body, pieces=(1, 7))) as server:
         start = trio.current_time()
         result = await call(api.stream, api.model(server.url))
         elapsed = trio.current_time() - start
@@ -470,7 +475,7 @@ async def test_429_is_retried_then_succeeds(
 @pytest.mark.parametrize("status", [500, 529])
 async def test_server_errors_are_retried_with_backoff(api: Api, clock: Any, status: int) -> None:
     failing = [http_error(api, status, "The server had an error.")[0] for _ in range(2)]
-    async with serving(*failing, Response(body=api.body)) as server:
+    async with serving(*failing, ScriptedResponse(body=api.body)) as server:
         start = trio.current_time()
         result = await call(api.stream, api.model(server.url))
         elapsed = trio.current_time() - start
@@ -497,7 +502,7 @@ async def test_no_key_is_an_error_before_any_request(
 ) -> None:
     for name in api.env_keys:
         monkeypatch.delenv(name, raising=False)
-    async with serving(Response(body=api.body)) as server:
+    async with serving(ScriptedResponse(body=api.body)) as server:
         result = await call(api.stream, api.model(server.url), opts=options(api_key=None))
     names = " or ".join(api.env_keys)
     assert error_reply(result, "") == (
@@ -513,9 +518,9 @@ async def test_errors_name_the_provider_label_of_the_model(api: Api, clock: Any)
     label = "acme"
     async with serving(
         http_error(api, 500, "The server had an error.")[0],
-        Response(body=api.body, drop_after=api.after_text + 20),
-        Response(body=api.body, stall_after=api.after_text),
-        Response(body=api.body[: event_start(api.body, api.terminal)]),
+        ScriptedResponse(body=api.body, drop_after=api.after_text + 20),
+        ScriptedResponse(body=api.body, stall_after=api.after_text),
+        ScriptedResponse(body=api.body[: event_start(api.body, api.terminal)]),
     ) as server:
         model = api.model(server.url, label)
         opts = options(max_retries=0, timeouts=Timeouts(idle=5))
@@ -554,7 +559,7 @@ async def test_an_abort_mid_stream_closes_the_connection_and_keeps_the_text(
 ) -> None:
     """With the run's pooled client, and with the application's own, which the run does not
     close: the aborted response's connection must end all the same."""
-    server = SSEServer([Response(body=api.body, stall_after=api.after_text)])
+    server = SSEServer([ScriptedResponse(body=api.body, stall_after=api.after_text)])
     recorder = EventRecorder()
     seen: list[str] = []
     async with httpx.AsyncClient() as client, trio.open_nursery() as nursery:
@@ -604,8 +609,8 @@ async def echo(value: str) -> str:
 
 async def test_an_agent_runs_a_tool_and_sends_its_result_back(api: Api, clock: Any) -> None:
     recorder = EventRecorder()
-    tool_call = Response(body=fixture(api.name, api.call_fixture), pieces=(1, 7))
-    answer = Response(body=fixture(api.name, api.answer_fixture), pieces=(1, 7))
+    tool_call = ScriptedResponse(body=fixture(api.name, api.call_fixture), pieces=(1, 7))
+    answer = ScriptedResponse(body=fixture(api.name, api.answer_fixture), pieces=(1, 7))
     async with serving(tool_call, answer) as server:
         agent = Agent(api.model(server.url), tools=[echo], api_key=KEY)
         agent.subscribe(recorder)

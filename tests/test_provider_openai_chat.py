@@ -20,7 +20,6 @@ from tests._providers import (
     options,
     serving,
 )
-from tests._sse_server import Response
 from tests._support import ECHO
 from trio_agent import (
     AssistantMessage,
@@ -34,6 +33,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import openai_chat
+from trio_agent.testing import ScriptedResponse
 
 
 @pytest.fixture
@@ -41,8 +41,8 @@ def clock() -> trio.testing.MockClock:
     return io_clock()
 
 
-def sse(name: str, pieces: Any = None) -> Response:
-    return Response(body=fixture("openai_chat", name), pieces=pieces)
+def sse(name: str, pieces: Any = None) -> ScriptedResponse:
+    return ScriptedResponse(body=fixture("openai_chat", name), pieces=pieces)
 
 
 def model(url: str, **kwargs: Any) -> Any:

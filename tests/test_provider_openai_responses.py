@@ -24,7 +24,6 @@ from tests._providers import (
     options,
     serving,
 )
-from tests._sse_server import Response, SSEServer, sse_body
 from tests._support import ECHO, make_tool
 from trio_agent import (
     AgentContext,
@@ -42,7 +41,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import openai_responses
-from trio_agent.testing import EventRecorder
+from trio_agent.testing import EventRecorder, ScriptedResponse, SSEServer, sse_body
 
 FIXTURE_NAMES = sorted(path.name for path in (FIXTURES / "openai_responses").glob("*.sse"))
 ENCRYPTED = "gAAAAABoEnc-rYpt3d_Bl0b=="
@@ -64,8 +63,8 @@ def clock() -> trio.testing.MockClock:
     return io_clock()
 
 
-def sse(name: str, pieces: Any = None) -> Response:
-    return Response(body=fixture("openai_responses", name), pieces=pieces)
+def sse(name: str, pieces: Any = None) -> ScriptedResponse:
+    return ScriptedResponse(body=fixture("openai_responses", name), pieces=pieces)
 
 
 def model(url: str, id: str = "gpt-4.1", **kwargs: Any) -> Any:
@@ -278,7 +277,7 @@ async def test_failures_end_as_errors_keeping_what_arrived(
 async def test_error_events_without_a_code_or_with_a_nested_error(
     clock: Any, data: dict[str, Any], error: str
 ) -> None:
-    async with serving(Response(body=sse_body([("error", data)]))) as server:
+    async with serving(ScriptedResponse(body=sse_body([("error", data)]))) as server:
         result = await call(openai_responses.stream, model(server.url))
     assert result.message.error_message == error
 
@@ -356,14 +355,14 @@ async def test_summary_deltas_without_part_events_are_still_joined(clock: Any) -
             ("response.completed", {"type": "response.completed", "response": {"id": "r"}}),
         ]
     )
-    async with serving(Response(body=body)) as server:
+    async with serving(ScriptedResponse(body=body)) as server:
         result = await call(openai_responses.stream, model(server.url))
     assert result.message.content == (ThinkingContent("One.\n\nTwo."),)
 
 
 async def test_malformed_json_in_an_event_is_an_error(clock: Any) -> None:
     body = fixture("openai_responses", "no_terminal.sse") + b"event: x\ndata: {nope\n\n"
-    async with serving(Response(body=body)) as server:
+    async with serving(ScriptedResponse(body=body)) as server:
         result = await call(openai_responses.stream, model(server.url))
     assert result.message.error_message is not None
     assert result.message.error_message.startswith("malformed JSON in an event from openai")
@@ -377,7 +376,7 @@ def after_first_delta(body: bytes) -> int:
 
 async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
     body = fixture("openai_responses", "text.sse")
-    dropped = Response(body=body, pieces=(1, 7), drop_after=after_first_delta(body) + 30)
+    dropped = ScriptedResponse(body=body, pieces=(1, 7), drop_after=after_first_delta(body) + 30)
     async with serving(dropped) as server:
         result = await call(openai_responses.stream, model(server.url))
     message = result.message
@@ -393,7 +392,7 @@ async def test_an_abort_mid_stream_closes_the_connection_and_keeps_the_partial(
     clock: Any,
 ) -> None:
     body = fixture("openai_responses", "text.sse")
-    server = SSEServer([Response(body=body, stall_after=after_first_delta(body))])
+    server = SSEServer([ScriptedResponse(body=body, stall_after=after_first_delta(body))])
     abort = trio.CancelScope()
 
     async def on_event(event: Any) -> None:
@@ -657,7 +656,7 @@ async def test_headers_and_path(clock: Any) -> None:
 
 
 async def test_the_key_is_never_in_an_error(clock: Any) -> None:
-    denied = Response(
+    denied = ScriptedResponse(
         status=401,
         body=b'{"error": {"message": "Incorrect API key provided: test-key", "type": "auth"}}',
         content_type="application/json",
@@ -665,7 +664,7 @@ async def test_the_key_is_never_in_an_error(clock: Any) -> None:
     in_band = sse_body(
         [("error", {"type": "error", "code": "bad", "message": "key test-key is revoked"})]
     )
-    async with serving(denied, Response(body=in_band)) as server:
+    async with serving(denied, ScriptedResponse(body=in_band)) as server:
         first = await call(openai_responses.stream, model(server.url))
         second = await call(openai_responses.stream, model(server.url))
     assert (first.message.error_message, second.message.error_message) == (
@@ -676,7 +675,7 @@ async def test_the_key_is_never_in_an_error(clock: Any) -> None:
 
 
 async def test_429_is_retried_after_what_the_server_asks(clock: Any) -> None:
-    limited = Response(
+    limited = ScriptedResponse(
         status=429,
         body=b'{"error": {"message": "Rate limit reached", "type": "requests"}}',
         headers={"retry-after": "3"},

@@ -13,7 +13,6 @@ import trio
 import trio.testing
 
 from tests._providers import call, fixture, io_clock, options, serving
-from tests._sse_server import Response, SSEServer
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -23,7 +22,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import openai_chat
-from trio_agent.testing import EventRecorder, check_event_grammar
+from trio_agent.testing import EventRecorder, ScriptedResponse, SSEServer, check_event_grammar
 
 TEXT = fixture("openai_chat", "text.sse")
 AFTER_HELLO = TEXT.index(b"\n\n", TEXT.index(b'"Hello"')) + 2  # the end of the "Hello" event
@@ -38,8 +37,8 @@ def model(url: str) -> Any:
     return openai_chat.model("gpt-4.1", base_url=url + "/v1", provider="openai")
 
 
-def error(status: int, body: str, **headers: str) -> Response:
-    return Response(
+def error(status: int, body: str, **headers: str) -> ScriptedResponse:
+    return ScriptedResponse(
         status=status, body=body.encode(), headers=headers, content_type="application/json"
     )
 
@@ -48,7 +47,9 @@ OPENAI_500 = '{"error": {"message": "The server had an error", "type": "server_e
 
 
 async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
-    async with serving(Response(body=TEXT, pieces=(1, 7), drop_after=AFTER_HELLO + 20)) as server:
+    async with serving(
+        ScriptedResponse(body=TEXT, pieces=(1, 7), drop_after=AFTER_HELLO + 20)
+    ) as server:
         result = await call(openai_chat.stream, model(server.url))
     message = result.message
     assert message.stop_reason == "error"
@@ -59,7 +60,7 @@ async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
 
 
 async def test_a_stall_past_the_idle_timeout_is_an_error(clock: Any) -> None:
-    async with serving(Response(body=TEXT, stall_after=AFTER_HELLO)) as server:
+    async with serving(ScriptedResponse(body=TEXT, stall_after=AFTER_HELLO)) as server:
         start = trio.current_time()
         result = await call(
             openai_chat.stream, model(server.url), opts=options(timeouts=Timeouts(idle=30))
@@ -70,8 +71,8 @@ async def test_a_stall_past_the_idle_timeout_is_an_error(clock: Any) -> None:
 
 
 async def test_no_response_head_within_the_first_byte_timeout_is_retried(clock: Any) -> None:
-    stalled = Response(stall_before_head=True)
-    async with serving(stalled, Response(body=TEXT)) as server:
+    stalled = ScriptedResponse(stall_before_head=True)
+    async with serving(stalled, ScriptedResponse(body=TEXT)) as server:
         result = await call(
             openai_chat.stream, model(server.url), opts=options(timeouts=Timeouts(first_byte=10))
         )
@@ -81,7 +82,7 @@ async def test_no_response_head_within_the_first_byte_timeout_is_retried(clock: 
 
 async def test_malformed_json_in_an_event_is_an_error(clock: Any) -> None:
     body = b'data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\ndata: {"choices": [\n\n'
-    async with serving(Response(body=body)) as server:
+    async with serving(ScriptedResponse(body=body)) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.error_message is not None
     assert result.message.error_message.startswith("malformed JSON in a chunk from openai")
@@ -89,7 +90,9 @@ async def test_malformed_json_in_an_event_is_an_error(clock: Any) -> None:
 
 
 async def test_a_response_that_is_not_an_event_stream_is_an_error(clock: Any) -> None:
-    async with serving(Response(body=b"<html>gateway</html>", content_type="text/html")) as server:
+    async with serving(
+        ScriptedResponse(body=b"<html>gateway</html>", content_type="text/html")
+    ) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.error_message == (
         "openai answered with text/html, not an event stream: <html>gateway</html>"
@@ -115,7 +118,7 @@ async def test_a_response_that_is_not_an_event_stream_is_an_error(clock: Any) ->
 async def test_client_errors_are_not_retried(
     clock: Any, status: int, body: str, message: str
 ) -> None:
-    async with serving(error(status, body), Response(body=TEXT)) as server:
+    async with serving(error(status, body), ScriptedResponse(body=TEXT)) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert (result.message.stop_reason, result.message.error_message) == ("error", message)
     assert len(server.requests) == 1
@@ -131,7 +134,7 @@ async def test_429_is_retried_after_what_the_server_asks(
     clock: Any, headers: dict[str, str], waited: float
 ) -> None:
     limited = error(429, '{"error": {"message": "Rate limit", "type": "rate_limit"}}', **headers)
-    async with serving(limited, Response(body=TEXT)) as server:
+    async with serving(limited, ScriptedResponse(body=TEXT)) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.stop_reason == "stop"
@@ -144,7 +147,7 @@ async def test_429_is_retried_after_the_retry_delay_in_a_google_error_body(clock
         '{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", '
         '"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}]}}'
     )
-    async with serving(error(429, body), Response(body=TEXT)) as server:
+    async with serving(error(429, body), ScriptedResponse(body=TEXT)) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.stop_reason == "stop"
@@ -152,7 +155,7 @@ async def test_429_is_retried_after_the_retry_delay_in_a_google_error_body(clock
 
 
 async def test_an_error_body_that_never_ends_is_given_up_on(clock: Any) -> None:
-    stalled = Response(status=500, body=b'{"error": ', content_type="application/json")
+    stalled = ScriptedResponse(status=500, body=b'{"error": ', content_type="application/json")
     stalled.stall_after = 3
     async with serving(stalled) as server:
         start = trio.current_time()
@@ -166,7 +169,7 @@ async def test_an_error_body_that_never_ends_is_given_up_on(clock: Any) -> None:
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 503, 529])
 async def test_retryable_statuses_back_off_exponentially(clock: Any, status: int) -> None:
     failing = [error(status, OPENAI_500) for _ in range(2)]
-    async with serving(*failing, Response(body=TEXT)) as server:
+    async with serving(*failing, ScriptedResponse(body=TEXT)) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.stop_reason == "stop"
@@ -198,7 +201,9 @@ async def test_a_retry_after_longer_than_max_retry_delay_is_not_waited_for(clock
 
 
 async def test_a_stream_error_after_the_first_event_is_not_retried(clock: Any) -> None:
-    async with serving(Response(body=TEXT, drop_after=AFTER_HELLO), Response(body=TEXT)) as server:
+    async with serving(
+        ScriptedResponse(body=TEXT, drop_after=AFTER_HELLO), ScriptedResponse(body=TEXT)
+    ) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.stop_reason == "error"
     assert len(server.requests) == 1
@@ -216,7 +221,7 @@ async def test_an_unreachable_server_is_an_error_after_the_retries(clock: Any) -
 async def test_cancelling_mid_stream_closes_the_connection_and_keeps_the_partial(
     clock: Any,
 ) -> None:
-    server = SSEServer([Response(body=TEXT, stall_after=AFTER_HELLO)])
+    server = SSEServer([ScriptedResponse(body=TEXT, stall_after=AFTER_HELLO)])
     abort = trio.CancelScope()
     recorder = EventRecorder()
 
@@ -251,7 +256,7 @@ async def test_connections_are_pooled_within_a_run_and_closed_at_its_end(clock: 
         .replace(b"get_weather", b"echo")
         .replace(b"get_time", b"echo")
     )
-    server = SSEServer([Response(body=reply), Response(body=TEXT)])
+    server = SSEServer([ScriptedResponse(body=reply), ScriptedResponse(body=TEXT)])
     async with trio.open_nursery() as nursery:
         await server.start(nursery)
         await run_agent_loop(

@@ -7,6 +7,10 @@
   :func:`check_event_grammar`, :func:`check_transcript`,
   :class:`TaskWatcher`.
 * Cancellation fuzzing: :func:`assert_cancel_safe`.
+* A loopback server for provider tests: :class:`SSEServer` replays
+  :class:`ScriptedResponse` bodies, whole or in seeded small pieces, with
+  faults (a dropped connection, a stall, a malformed event, HTTP errors with
+  ``retry-after``); :func:`open_sse_server`, :func:`sse_body`.
 * Hypothesis strategies: :mod:`trio_agent.testing.strategies` (the only
   module that imports hypothesis).
 * A pytest plugin: ``-p trio_agent.testing.pytest_plugin``.
@@ -26,14 +30,26 @@ from ._checks import (
     describe_events,
 )
 from ._fuzz import CancelSafetyReport, Mode, Trial, assert_cancel_safe
+from ._sse_server import (
+    MALFORMED_EVENT,
+    RecordedRequest,
+    ScriptedResponse,
+    SSEServer,
+    open_sse_server,
+    sse_body,
+)
 
 __all__ = [
+    "MALFORMED_EVENT",
     "CancelSafetyReport",
     "EventRecorder",
     "Mode",
+    "RecordedRequest",
     "Reply",
+    "SSEServer",
     "ScriptedCall",
     "ScriptedModel",
+    "ScriptedResponse",
     "TaskWatcher",
     "Trial",
     "assert_cancel_safe",
@@ -41,8 +57,10 @@ __all__ = [
     "check_transcript",
     "describe_events",
     "error",
+    "open_sse_server",
     "reply",
     "scripted_model",
+    "sse_body",
     "text",
     "thinking",
     "tool_call",

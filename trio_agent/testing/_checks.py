@@ -168,6 +168,16 @@ def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) 
         )
 
 
+def split_runs(events: Sequence[AgentEvent]) -> list[list[AgentEvent]]:
+    """Events of several runs (one listener on an agent), cut into runs at each ``agent_start``."""
+    runs: list[list[AgentEvent]] = []
+    for event in events:
+        if event.type == "agent_start" or not runs:
+            runs.append([])
+        runs[-1].append(event)
+    return runs
+
+
 def _label(message: AgentMessage) -> str:
     if isinstance(message, ToolResultMessage):
         return f"toolResult({message.tool_call_id})"

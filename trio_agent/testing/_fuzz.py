@@ -49,6 +49,7 @@ from ._checks import (
     check_transcript,
     describe_events,
     describe_task,
+    split_runs,
 )
 
 __all__ = ["CancelSafetyReport", "Mode", "Trial", "assert_cancel_safe"]
@@ -227,15 +228,6 @@ def _seed_scheduler(seed: int) -> None:
         generator.seed(seed)
 
 
-def _split_runs(events: Sequence[Any]) -> list[list[Any]]:
-    runs: list[list[Any]] = []
-    for event in events:
-        if event.type == "agent_start" or not runs:
-            runs.append([])
-        runs[-1].append(event)
-    return runs
-
-
 async def _run_trial(
     scenario: Callable[[Trial], Awaitable[Any]],
     trial: Trial,
@@ -323,7 +315,7 @@ def _problems(trial: Trial, outcome: _Outcome, tracker: _Tracker, grace: float) 
                 f"the scenario ended {late:g} s after the cancellation, more than grace={grace:g} "
                 "(a shielded wait without a timeout?)"
             )
-    runs = _split_runs(trial.recorder.events)
+    runs = split_runs(trial.recorder.events)
     for index, run in enumerate(runs):
         last = index == len(runs) - 1
         try:
