@@ -435,12 +435,16 @@ class UpdatePump:
         self._send.send_nowait(event)
 
     async def _pump(self) -> None:
-        async with self._receive:
+        # Closed without a checkpoint: ``aclose()`` in a cancelled run would
+        # raise ``Cancelled`` over a listener's exception and lose it.
+        try:
             async for event in self._receive:
                 await self._run.emit(event)
                 self._backlog -= 1
                 if self._backlog == 0 and self._drained is not None:
                     self._drained.set()
+        finally:
+            self._receive.close()
 
     @property
     def backlog(self) -> int:
@@ -456,3 +460,5 @@ class UpdatePump:
 
     def close(self) -> None:
         self._send.close()
+        if not self._started:  # no task to close the receiving end
+            self._receive.close()
