@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
+from hypothesis import settings
 
 import trio_agent
 from trio_agent import (
@@ -60,3 +61,10 @@ __all__ = [
     "trio",
     "trio_agent",
 ]
+
+
+def examples(share: float) -> settings:
+    """Settings that run ``share`` of the profile's examples (the "ci" profile: 1,000)."""
+    profile = settings.default
+    assert profile is not None
+    return settings(max_examples=max(10, round(profile.max_examples * share)))

@@ -22,13 +22,17 @@ invariant each one is about.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
+import pytest
 import trio
 import trio.testing
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests._support import examples
 from trio_agent import (
     AssistantMessage,
     TextContent,
@@ -38,6 +42,7 @@ from trio_agent import (
     ToolCall,
     ToolResultMessage,
 )
+from trio_agent.providers import faux
 from trio_agent.testing import check_event_grammar, check_transcript
 from trio_agent.testing import strategies as ts
 from trio_agent.testing.strategies import InjectedFailure, Scenario, ScenarioResult
@@ -47,22 +52,8 @@ INTERRUPTING = ("abort", "outer_cancel", "listener_failure", "stream_raise")
 DELTAS = ("text_delta", "thinking_delta", "toolcall_delta")
 
 
-def examples(share: float) -> settings:
-    """Settings that run ``share`` of the profile's examples (the "ci" profile: 1,000)."""
-    profile = settings.default
-    assert profile is not None
-    return settings(max_examples=max(10, round(profile.max_examples * share)))
-
-
 def play(scenario: Scenario, seed: int, via: Literal["loop", "agent"]) -> ScenarioResult:
-    # Trio runs the tasks that are ready together in a random order, by design;
-    # seeding that order makes a play (and a hypothesis failure) replay exactly.
-    trio._core._run._r.seed(seed)
-    result: ScenarioResult = trio.run(
-        lambda: ts.run_scenario(scenario, via=via),
-        clock=trio.testing.MockClock(autojump_threshold=0),
-    )
-    return result
+    return ts.play(scenario, seed=seed, via=via)
 
 
 def play_twice(scenario: Scenario, seed: int, via: Literal["loop", "agent"]) -> ScenarioResult:
@@ -150,8 +141,9 @@ def check_events(result: ScenarioResult) -> None:
     """Invariant 10 (and 2): the events follow the grammar; tool events keep their order.
 
     The events are complete (``agent_end`` last) when the run returned, and
-    when an ``Agent`` run failed (it closes the run for its listeners); a
-    run that is cancelled from outside or interrupted stops where it was.
+    when an ``Agent`` run failed (it closes the run for its listeners, unless
+    the listener fails again meanwhile: it is told no more); a run that is
+    cancelled from outside or interrupted stops where it was.
     Within each turn, ``tool_execution_start`` events come in the calls'
     source order and ``turn_end.tool_results`` are in that order too (2);
     in a sequential batch each call ends before the next starts; a call's
@@ -159,10 +151,14 @@ def check_events(result: ScenarioResult) -> None:
     them when nothing interrupted the run).
     """
     events = result.events
+    broke = result.first("stream_raise")
+    failed_again = broke is not None and (result.first("listener_failure") or -1) > broke
     complete = result.returned or (
-        result.via == "agent" and isinstance(result.raised, InjectedFailure)
+        result.via == "agent" and isinstance(result.raised, InjectedFailure) and not failed_again
     )
     check_event_grammar(events, complete=complete)
+    if failed_again and result.via == "agent":  # told no more after it failed
+        assert result.timeline[-1].kind == "listener_failure", result.timeline[-3:]
     if result.via == "loop" and result.returned:
         assert list(events[-1].messages) == result.transcript  # type: ignore[union-attr]
     reported: dict[str, list[str]] = {}
@@ -312,25 +308,29 @@ def scripted(result: ScenarioResult, index: int) -> AssistantMessage | None:
 def check_replies(result: ScenarioResult) -> None:
     """Invariants 5 and 9: every assistant message holds what its model call sent.
 
-    One assistant message per model call, in order, and at most one more at
-    the end: the loop's own (no content, ``aborted`` or ``error``), standing
-    where the next call would have been. A call whose stream ended (``done``
-    or ``error``) gives the scripted reply exactly — a scripted provider
-    error included: its content is kept, with ``stop_reason="error"`` and
-    its message (9). A call cut short (an abort, an outer cancellation, a
-    failure) is ``aborted`` / ``error`` and keeps exactly the text and
-    thinking of every delta the model produced (5).
+    One assistant message per model call, in order, and at the end at most
+    one more of the loop's own (no content, ``aborted`` or ``error``), standing
+    where the next call would have been — two with an ``Agent`` whose listener
+    failed while it was told of an abort (the failure gets its own reply). A
+    call whose stream ended (``done`` or ``error``) gives the scripted reply
+    exactly — a scripted provider error included: its content is kept, with
+    ``stop_reason="error"`` and its message (9). A call cut short (an abort,
+    an outer cancellation, a failure) is ``aborted`` / ``error`` and keeps
+    exactly the text and thinking of every delta the model produced (5).
     """
     transcript = result.transcript
     if transcript is None:
         return
     replies = [m for m in transcript if isinstance(m, AssistantMessage)]
     streams = result.streams
-    assert len(streams) <= len(replies) <= len(streams) + 1, (len(streams), len(replies))
+    assert len(streams) <= len(replies) <= len(streams) + 2, (len(streams), len(replies))
     for index, message in enumerate(replies):
-        if index == len(streams):
+        if index >= len(streams):
             assert message.content == (), message
             assert message.stop_reason in ("aborted", "error"), message
+            if index == len(streams) + 1:  # the closing of an abort failed: a reply for that
+                assert message.stop_reason == "error", message
+                assert result.via == "agent"
             continue
         produced = streams[index]
         expected = scripted(result, index)
@@ -522,5 +522,87 @@ def test_an_abort_in_the_middle_is_prompt_and_keeps_what_arrived(
     assert result.returned, repr(result.raised)
 
 
+class RecordingChannels:
+    """``trio.open_memory_channel`` (subscript and call), keeping every pair it opens."""
+
+    def __init__(self) -> None:
+        self.opened: list[tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]]]
+        self.opened = []
+        self._open: Any = trio.open_memory_channel  # the real one
+
+    def __getitem__(self, item: object) -> RecordingChannels:
+        return self
+
+    def __call__(
+        self, size: float
+    ) -> tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]]:
+        pair: tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]]
+        pair = self._open(size)
+        self.opened.append(pair)
+        return pair
+
+
+@contextmanager
+def recording_channels() -> Iterator[RecordingChannels]:
+    channels = RecordingChannels()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trio, "open_memory_channel", channels)
+        yield channels
+
+
+@examples(0.1)
+@given(ts.scenarios(behaviours=EVERY_OUTCOME), SEEDS, st.sampled_from(["loop", "agent"]))
+def test_every_memory_channel_a_run_opens_is_closed(
+    scenario: Scenario, seed: int, via: Literal["loop", "agent"]
+) -> None:
+    """Invariant 7: when the run has returned or raised, every memory channel it opened is
+    closed, at both ends.
+
+    Found by this property: a tool call that runs in the loop task (alone in
+    its batch, or sequential) makes the run's update pump, whose receiving end
+    was closed only by the pump's task — started by the first update — so a
+    call that reported no progress left it open.
+    """
+    with recording_channels() as channels:
+        result = play(scenario, seed, via)
+    check_no_task_outlives_the_run(result)
+    for _, receive in channels.opened:
+        statistics = receive.statistics()
+        open_ends = (statistics.open_send_channels, statistics.open_receive_channels)
+        assert open_ends == (0, 0), f"a channel is left open: {statistics}"
+
+
 def _text(message: ToolResultMessage) -> str:
     return "".join(b.text for b in message.content if isinstance(b, TextContent))
+
+
+# --- the smallest cases of what the properties found ---------------------------------------------
+
+
+@pytest.mark.parametrize("via", ["loop", "agent"])
+@pytest.mark.parametrize("interruption", ["abort", "outer_cancel"])
+def test_a_listener_failing_on_a_tool_update_after_a_cancellation_fails_the_run(
+    via: Literal["loop", "agent"], interruption: Literal["abort", "outer_cancel"]
+) -> None:
+    """Invariant 8, found by ``test_run_agent_loop_keeps_every_invariant``: a listener that
+    cancels the run (abort, or the caller's scope) and then raises, while it handles a
+    ``tool_execution_update`` of a call running in the loop task, must fail the run with
+    its exception, as it does at every other event.
+
+    The update reaches the listener from the run's update pump task, which exits through
+    ``async with`` its receive channel; that channel's ``aclose()`` is a checkpoint, so in
+    the cancelled run it raises ``Cancelled``, which replaces the listener's exception: the
+    run then returns normally after an abort (the exception is lost) or raises
+    ``Cancelled``.
+    """
+    scenario = Scenario(
+        replies=[faux.reply(faux.tool_call("work", id="a")), "done"],
+        behaviours={"a": ts.ToolBehaviour(updates=1)},
+        injections=[
+            ts.Injection(interruption, at_event=("tool_execution_update", 1)),
+            ts.Injection("listener_failure", at_event=("tool_execution_update", 1)),
+        ],
+    )
+    result = play(scenario, 0, via)
+    assert type(result.raised) is InjectedFailure, repr(result.raised)
+    assert str(result.raised) == "the listener failed at tool_execution_update #1"
