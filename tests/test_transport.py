@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests._providers import call, fixture, io_clock, options, serving
+from tests._providers import call, context, fixture, io_clock, options, serving
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -68,6 +68,26 @@ async def test_a_stall_past_the_idle_timeout_is_an_error(clock: Any) -> None:
     assert trio.current_time() - start == pytest.approx(30, abs=0.5)
     assert result.message.error_message == "openai sent nothing for 30 s (idle timeout)"
     assert result.message.text == "Hello"
+
+
+async def test_a_paused_body_resumes_when_the_test_says(clock: Any) -> None:
+    """``resume``: the server holds the rest of the body until the event is set."""
+    resume = trio.Event()
+    seen: list[str] = []
+
+    async def emit(event: Any) -> None:
+        seen.append(event.type)
+        if event.type == "text_delta" and not resume.is_set():
+            assert event.delta == "Hello"  # the rest waits for the event
+            resume.set()
+
+    body = ScriptedResponse(body=TEXT, pieces=(1, 7), stall_after=AFTER_HELLO, resume=resume)
+    async with serving(body) as server:
+        message = await openai_chat.stream(model(server.url), context(), options(), emit)
+    assert message.stop_reason == "stop"
+    assert message.text.startswith("Hello")
+    assert message.text != "Hello"
+    assert seen[-1] == "done"
 
 
 async def test_no_response_head_within_the_first_byte_timeout_is_retried(clock: Any) -> None:

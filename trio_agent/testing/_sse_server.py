@@ -127,6 +127,9 @@ class ScriptedResponse:
     stall_after: int | None = attrs.field(default=None, validator=_check_offset)
     """Send nothing more after this many body bytes, and keep the connection open until
     the client closes it (which :meth:`SSEServer.wait_closed_by_client` sees)."""
+    resume: trio.Event | None = None
+    """With ``stall_after``: send the rest of the body once this event is set (instead of
+    waiting for the client to close) — a model that pauses while a test acts."""
     stall_before_head: bool = False
     """Send nothing at all (not even the status line) until the client closes."""
     malformed_after: int | None = attrs.field(default=None, validator=_check_offset)
@@ -303,17 +306,23 @@ class SSEServer:
         head.append("transfer-encoding: chunked")
         await stream.send_all(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
         sent = 0
+        stall_after = response.stall_after
         for piece in self._pieces(response.body_to_send(), response.pieces):
-            for limit, stall in ((response.drop_after, False), (response.stall_after, True)):
+            for limit, stall in ((response.drop_after, False), (stall_after, True)):
                 if limit is not None and sent + len(piece) > limit:
                     cut = limit - sent
                     if cut > 0:
                         await stream.send_all(b"%x\r\n%s\r\n" % (cut, piece[:cut]))
-                    if stall:
-                        await self._until_client_closes(stream)
-                    return False  # dropped or stalled: no terminating chunk
-            await stream.send_all(b"%x\r\n%s\r\n" % (len(piece), piece))
-            sent += len(piece)
+                    if not stall or response.resume is None:
+                        if stall:
+                            await self._until_client_closes(stream)
+                        return False  # dropped or stalled: no terminating chunk
+                    await response.resume.wait()
+                    stall_after = None
+                    piece, sent = piece[max(cut, 0) :], sent + max(cut, 0)
+            if piece:
+                await stream.send_all(b"%x\r\n%s\r\n" % (len(piece), piece))
+                sent += len(piece)
         await stream.send_all(b"0\r\n\r\n")
         return True
 

@@ -1,0 +1,528 @@
+"""The command line: the demo, ``run`` and ``chat`` against the loopback server, the file
+tools' confinement, terminal conventions and exit codes (cli.md).
+
+The demo runs in-process on virtual time (deterministic: the reads finish in the
+order of their sizes) and as a real process. ``run`` and ``chat`` run as real
+processes against the loopback SSE server, once per wire API. Ctrl-C is tested in
+a real pseudo-terminal: tests/test_cli_pty.py.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import trio_agent
+from tests._providers import fixture, serving
+from tests.test_provider_matrix import APIS, KEY, Api, event_end
+from trio_agent import AssistantMessage, ToolResultMessage, UserMessage
+from trio_agent._cli import main
+from trio_agent._cli._files import file_tools
+from trio_agent._cli._term import Terminal
+from trio_agent.testing import ScriptedResponse, check_transcript
+
+BASE_PATHS = {
+    "openai_chat": "/v1",
+    "openai_responses": "/v1",
+    "anthropic": "",
+    "google": "/v1beta",
+}
+MODEL_IDS = {
+    "openai_chat": "gpt-4.1",
+    "openai_responses": "gpt-4.1",
+    "anthropic": "claude-sonnet-4-5",
+    "google": "gemini-2.5-flash",
+}
+NOTES = "ping ✓ and x\nsecond line\n"
+
+
+@pytest.fixture(params=APIS, ids=[api.name for api in APIS])
+def api(request: pytest.FixtureRequest) -> Api:
+    param: Api = request.param
+    return param
+
+
+class Outcome:
+    def __init__(self, code: int, out: str, err: str) -> None:
+        self.code, self.out, self.err = code, out, err
+
+    def __repr__(self) -> str:
+        return f"exit {self.code}\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
+
+
+def run_main(argv: Sequence[str], *, stdin: str = "", autojump: float = 0) -> Outcome:
+    out, err = io.StringIO(), io.StringIO()
+    clock = trio.testing.MockClock(autojump_threshold=autojump)
+    code = main(list(argv), stdin=io.StringIO(stdin), stdout=out, stderr=err, clock=clock)
+    return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def project(tmp_path: Path) -> Path:
+    """A folder to run the demo on: three text files of different sizes, a folder, a binary."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "alpha.md").write_text("# Alpha\n" + "words and more words\n" * 2000)
+    (root / "beta.txt").write_text("Beta\nshort\n")
+    (root / "gamma.py").write_text('"""Gamma."""\n' + "x = 1\n" * 300)
+    (root / "image.bin").write_bytes(b"\0\1\2")
+    (root / "sub").mkdir()
+    return root
+
+
+# --- the demo -----------------------------------------------------------------------------------
+
+
+def test_the_demo_streams_reads_in_parallel_and_answers_from_what_it_read(
+    tmp_path: Path,
+) -> None:
+    # The reads count in worker threads: the clock must not jump while one is busy (so not
+    # at once when every task waits), or a read could fall behind in virtual time.
+    result = run_main(["demo", str(project(tmp_path))], autojump=0.01)
+    assert result.code == 0, result
+    out_lines = result.out.splitlines()
+    assert out_lines[0] == "Let me look at the folder first."
+    assert out_lines[1] == (
+        "4 files and 1 folders. Reading alpha.md, beta.txt and gamma.py in parallel."
+    )
+    assert out_lines[2] == (
+        "I read 3 files: 2,304 lines and 8,905 words in all; the longest is alpha.md."
+    )
+    assert out_lines[3:] == [
+        '- alpha.md: 2,001 lines, 8,002 words, starting "# Alpha"',
+        '- beta.txt: 2 lines, 2 words, starting "Beta"',
+        '- gamma.py: 301 lines, 901 words, starting """"Gamma.""""',
+    ]
+    err = result.err
+    starts = [line.split("[")[1].rstrip("]") for line in err.splitlines() if "→ read_file" in line]
+    ends = [line.split(":")[0].split()[-1] for line in err.splitlines() if "✓ faux_1" in line]
+    assert starts == ["faux_1_1", "faux_1_2", "faux_1_3"]
+    assert ends == ["faux_1_2", "faux_1_3", "faux_1_1"]  # the smallest read finishes first
+    assert "… faux_1_1: 33% of" in err
+    assert "… faux_1_1: 100% of" in err
+    assert "results handed back in source order: faux_1_1, faux_1_2, faux_1_3" in err
+    assert "\x1b[" not in result.out + result.err  # not a terminal: no colour
+
+
+def test_the_demo_takes_the_time_its_pace_says(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["demo", str(root), "--pace", "100"], stdout=out, stderr=err, clock=clock) == 0
+    paced = clock.current_time()
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    assert main(["demo", str(root), "--pace", "0"], stdout=out, stderr=err, clock=clock) == 0
+    assert clock.current_time() == 0
+    assert 2 < paced < 20  # a few seconds on a small folder
+
+
+def test_the_demo_in_json_prints_every_event_as_one_line(tmp_path: Path) -> None:
+    result = run_main(["demo", str(project(tmp_path)), "--json", "--pace", "0"])
+    assert result.code == 0, result
+    events = [json.loads(line) for line in result.out.splitlines()]
+    types = [event["type"] for event in events]
+    assert types[0] == "agent_start"
+    assert types[-1] == "agent_end"
+    assert types.count("tool_execution_start") == 4
+    transcript = trio_agent.loads(json.dumps(events[-1]["messages"]))
+    check_transcript(transcript)
+    assert result.err == ""  # nothing else: the events say it all
+
+
+def test_the_demo_saves_a_transcript_that_loads(tmp_path: Path) -> None:
+    saved = tmp_path / "demo.json"
+    result = run_main(["demo", str(project(tmp_path)), "--save", str(saved)])
+    assert result.code == 0, result
+    transcript = trio_agent.loads(saved.read_text())
+    check_transcript(transcript)
+    assert isinstance(transcript[0], UserMessage)
+    last = transcript[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.text.startswith("I read 3 files")
+
+
+def test_the_demo_on_an_empty_folder_says_so(tmp_path: Path) -> None:
+    result = run_main(["demo", str(tmp_path)])
+    assert result.code == 0, result
+    assert "no text file I can read" in result.out
+
+
+def test_the_demo_runs_as_a_process_on_this_repository() -> None:
+    repository = Path(__file__).resolve().parent.parent
+    for command in (
+        [sys.executable, "-m", "trio_agent"],
+        [str(Path(sys.executable).parent / "trio-agent")],  # the installed script
+    ):
+        done = subprocess.run(
+            [*command, "demo", "--pace", "0"],
+            cwd=repository,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=environment(),
+        )
+        assert done.returncode == 0, done.stderr
+        assert "I read " in done.stdout
+        assert "results handed back in source order" in done.stderr
+
+
+# --- usage, help, colour ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ([], "the following arguments are required: COMMAND"),
+        (["demo", "/no/such/folder"], "'/no/such/folder' is not a folder"),
+        (["demo", "--pace", "-1"], "--pace must be 0 or more, not -1"),
+        (["run", "hi"], "--model API:ID is needed (or set TRIO_AGENT_MODEL)"),
+        (["run", "hi", "--model", "gpt-4o"], "--model must be API:ID"),
+        (["run", "hi", "--model", "foo:bar"], "--model names an unknown API 'foo'"),
+        (["chat", "--model", "openai:x", "--root", "/no/such"], "'/no/such' is not a folder"),
+        (["chat", "--model", "openai:x", "--thinking", "huge"], "invalid choice: 'huge'"),
+    ],
+)
+def test_usage_errors_exit_2_and_say_what_is_wrong(
+    argv: list[str], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRIO_AGENT_MODEL", raising=False)
+    result = run_main(argv)
+    assert result.code == 2, result
+    assert says in result.err
+    assert "usage: trio-agent" in result.err
+    assert result.out == ""
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["run"], ["chat"]])
+def test_every_command_has_help(command: list[str]) -> None:
+    result = run_main([*command, "--help"])
+    assert result.code == 0
+    assert result.out.startswith("usage: trio-agent")
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("", True), ("1", False)])
+def test_colour_only_on_a_terminal_and_never_with_no_color(
+    no_color: str | None, coloured: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    term = Terminal(FakeTerminal(), FakeTerminal())
+    term.error("HTTP 401 from openai: bad key")
+    shown = term.err.getvalue()  # type: ignore[attr-defined]
+    assert ("\x1b[31m" in shown) is coloured
+    assert "error: HTTP 401 from openai: bad key (check the API key in the environment)" in shown
+    plain = Terminal(io.StringIO(), io.StringIO())
+    plain.error("x")
+    assert "\x1b[" not in plain.err.getvalue()  # type: ignore[attr-defined]
+
+
+# --- the file tools -----------------------------------------------------------------------------
+
+
+async def call_tool(tools: list[Any], name: str, **arguments: Any) -> tuple[str, bool]:
+    """The text of a tool's result, and whether it failed (as the loop would record it)."""
+    (found,) = [t for t in tools if t.name == name]
+    try:
+        result = await found.execute("id", arguments, lambda partial: None)
+    except Exception as exc:
+        return str(exc), True
+    return result.content[0].text, False
+
+
+async def test_the_file_tools_read_list_and_search_inside_the_root(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    tools = file_tools(root)
+    assert await call_tool(tools, "list_files") == (
+        "alpha.md\nbeta.txt\ngamma.py\nimage.bin\nsub/",
+        False,
+    )
+    assert await call_tool(tools, "read_file", path="beta.txt") == ("Beta\nshort", False)
+    text, failed = await call_tool(tools, "read_file", path="gamma.py", offset=2, limit=2)
+    assert (text, failed) == ("x = 1\nx = 1\n[... lines 2-3 of 301; read on with offset=4]", False)
+    text, failed = await call_tool(tools, "search_files", pattern="^Beta|Gamma")
+    assert (text, failed) == ('beta.txt:1: Beta\ngamma.py:1: """Gamma."""', False)
+    assert await call_tool(tools, "search_files", pattern="nowhere") == (
+        "no match for 'nowhere'",
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "error"),
+    [
+        ("read_file", {"path": "../secret.txt"}, "path '../secret.txt' is outside the root"),
+        ("read_file", {"path": "/etc/passwd"}, "path '/etc/passwd' is outside the root"),
+        ("read_file", {"path": "link"}, "path 'link' is outside the root"),
+        ("list_files", {"path": ".."}, "path '..' is outside the root"),
+        ("search_files", {"pattern": "x", "path": "../"}, "path '../' is outside the root"),
+        ("read_file", {"path": "image.bin"}, "'image.bin' is a binary file"),
+        ("read_file", {"path": "sub"}, "'sub' is not a file"),
+        ("list_files", {"path": "beta.txt"}, "'beta.txt' is not a folder"),
+        ("read_file", {"path": "beta.txt", "offset": 0}, "offset must be 1 or more, not 0"),
+        ("search_files", {"pattern": "("}, "pattern '(' is not a regular expression"),
+    ],
+)
+async def test_the_file_tools_refuse_what_they_must_with_a_clear_error(
+    tmp_path: Path, name: str, arguments: dict[str, Any], error: str
+) -> None:
+    root = project(tmp_path)
+    (tmp_path / "secret.txt").write_text("secret")
+    (root / "link").symlink_to(tmp_path / "secret.txt")
+    text, failed = await call_tool(file_tools(root), name, **arguments)
+    assert failed
+    assert error in text
+    assert "secret" not in text.replace("secret.txt", "")
+
+
+# --- run and chat against the loopback server ---------------------------------------------------
+
+
+def environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.pop("NO_COLOR", None)
+    env.pop("TRIO_AGENT_MODEL", None)
+    env.update(extra)
+    return env
+
+
+def keyed(api: Api) -> dict[str, str]:
+    return environment(**{name: KEY for name in api.env_keys})
+
+
+def model_options(api: Api, url: str) -> list[str]:
+    return [
+        "--model",
+        f"{api.api_name}:{MODEL_IDS[api.name]}",
+        "--base-url",
+        url + BASE_PATHS[api.name],
+    ]
+
+
+def search_call(api: Api) -> ScriptedResponse:
+    """The API's "echo" tool call, made a call of the file tool ``search_files``."""
+    body = fixture(api.name, api.call_fixture)
+    body = body.replace(b'"echo"', b'"search_files"').replace(b"value", b"pattern")
+    return ScriptedResponse(body=body, pieces=(1, 7))
+
+
+def answer(api: Api) -> ScriptedResponse:
+    return ScriptedResponse(body=fixture(api.name, api.answer_fixture), pieces=(1, 7))
+
+
+async def cli(
+    argv: Sequence[str], *, env: dict[str, str], cwd: Path, stdin: bytes = b""
+) -> Outcome:
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-m", "trio_agent", *argv],
+            stdin=stdin,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=env,
+            cwd=cwd,
+        )
+    return Outcome(
+        done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8", "replace")
+    )
+
+
+async def test_run_calls_a_file_tool_and_streams_the_answer(api: Api, tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text(NOTES)
+    session = tmp_path / "session.json"
+    async with serving(search_call(api), answer(api)) as server:
+        argv = ["run", "Find ping", *model_options(api, server.url), "--session", str(session)]
+        result = await cli(argv, env=keyed(api), cwd=tmp_path)
+    assert result.code == 0, result
+    assert result.out == api.answer + "\n"
+    assert "→ search_files" in result.err
+    assert "Traceback" not in result.err
+    assert KEY not in result.out + result.err
+    assert len(server.requests) == 2
+    assert b"notes.txt:1: ping" in server.requests[1].body  # the tool's result went back
+    transcript = trio_agent.loads(session.read_text())
+    check_transcript(transcript)
+    (result_message,) = [m for m in transcript if isinstance(m, ToolResultMessage)]
+    assert not result_message.is_error
+    assert KEY not in session.read_text()
+
+
+async def test_run_resumes_a_saved_session(api: Api, tmp_path: Path) -> None:
+    session = tmp_path / "session.json"
+    async with serving(answer(api), answer(api)) as server:
+        options = [*model_options(api, server.url), "--session", str(session)]
+        first = await cli(["run", "first question", *options], env=keyed(api), cwd=tmp_path)
+        second = await cli(["run", "second question", *options], env=keyed(api), cwd=tmp_path)
+    assert (first.code, second.code) == (0, 0), (first, second)
+    assert b"first question" in server.requests[1].body
+    transcript = trio_agent.loads(session.read_text())
+    assert [type(m).__name__ for m in transcript] == [
+        "UserMessage",
+        "AssistantMessage",
+        "UserMessage",
+        "AssistantMessage",
+    ]
+
+
+async def test_a_provider_error_is_one_line_and_exit_1(api: Api, tmp_path: Path) -> None:
+    body, _kind = api.error_body(401, "Invalid API key provided")
+    refused = ScriptedResponse.error(401, body)
+    async with serving(refused) as server:
+        result = await cli(
+            ["run", "hi", *model_options(api, server.url)], env=keyed(api), cwd=tmp_path
+        )
+    assert result.code == 1, result
+    (line,) = result.err.splitlines()
+    label = "local" if api.name == "openai_chat" else api.label  # a server on this machine
+    assert line.startswith(f"error: HTTP 401 from {label}: ")
+    assert "Invalid API key provided" in line
+    assert line.endswith("(check the API key in the environment)")
+    assert result.out == ""
+
+
+@pytest.mark.parametrize("api", [a for a in APIS if a.name != "openai_chat"], ids=lambda a: a.name)
+async def test_a_missing_key_is_one_line_naming_the_variable(api: Api, tmp_path: Path) -> None:
+    """(An OpenAI-compatible server on this machine needs no key: see the next test.)"""
+    async with serving() as server:
+        result = await cli(
+            ["run", "hi", *model_options(api, server.url)], env=environment(), cwd=tmp_path
+        )
+    assert result.code == 1, result
+    (line,) = result.err.splitlines()
+    assert line.startswith("error: no API key for ")
+    assert api.env_keys[0] in line
+    assert server.requests == []
+
+
+async def test_a_local_openai_compatible_server_needs_no_key(tmp_path: Path) -> None:
+    (api,) = [a for a in APIS if a.name == "openai_chat"]
+    async with serving(answer(api)) as server:
+        result = await cli(
+            ["run", "hi", *model_options(api, server.url)], env=environment(), cwd=tmp_path
+        )
+    assert result.code == 0, result
+    assert "authorization" not in server.requests[0].headers
+
+
+async def test_a_server_that_is_not_there_is_one_line(tmp_path: Path) -> None:
+    with trio.socket.socket() as sock:  # a port that nothing listens on
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = await cli(
+        [
+            "run",
+            "hi",
+            "--model",
+            "openai-chat:llama3.2:3b",
+            "--base-url",
+            f"http://127.0.0.1:{port}/v1",
+        ],
+        env=environment(),
+        cwd=tmp_path,
+    )
+    assert result.code == 1, result
+    (line,) = result.err.splitlines()
+    assert line.startswith("error: could not ")
+    assert line.endswith("(is the server running, and is --base-url right?)")
+
+
+async def test_chat_answers_each_line_and_leaves_at_the_end_of_input(
+    api: Api, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text(NOTES)
+    async with serving(search_call(api), answer(api)) as server:
+        result = await cli(
+            ["chat", *model_options(api, server.url)],
+            env=keyed(api),
+            cwd=tmp_path,
+            stdin=b"Find ping\n/help\n/nope\n",
+        )
+    assert result.code == 0, result
+    assert result.out == api.answer + "\n"
+    assert "/follow TEXT" in result.err  # /help
+    assert "unknown command '/nope'" in result.err
+    assert len(server.requests) == 2
+
+
+class Output:
+    """What a process wrote on one of its pipes so far, and a way to wait for a text in it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._changed = trio.Event()
+
+    async def collect(self, stream: trio.abc.ReceiveStream) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        while data := await stream.receive_some():
+            self.text += decoder.decode(data)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def expect(self, text: str, count: int = 1) -> None:
+        try:
+            with trio.fail_after(30):
+                await self._until(lambda: self.text.count(text) >= count)
+        except trio.TooSlowError:
+            raise AssertionError(f"{text!r} (x{count}) never came; came:\n{self.text}") from None
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        while not condition():
+            await self._changed.wait()
+
+
+async def test_chat_lines_typed_while_it_works_steer_it_and_follow_ups_come_after(
+    api: Api, tmp_path: Path
+) -> None:
+    """A line typed while the agent streams is a steering message (the next turn's input);
+    ``/follow TEXT`` is sent once the agent would stop; the end of input waits for the run."""
+    body = fixture(api.name, "text.sse")
+    resume = trio.Event()
+    first = ScriptedResponse(body=body, stall_after=event_end(body, api.first_text), resume=resume)
+    more = [ScriptedResponse(body=body, pieces=(1, 7)) for _ in range(2)]
+    async with serving(first, *more) as server, trio.open_nursery() as nursery:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=keyed(api),
+            cwd=tmp_path,
+        )
+        assert process.stdin
+        assert process.stdout
+        assert process.stderr
+        out, err = Output(), Output()
+        nursery.start_soon(out.collect, process.stdout)
+        nursery.start_soon(err.collect, process.stderr)
+        await process.stdin.send_all(b"first question\n")
+        await out.expect(api.partial)  # the first reply is streaming, and waits
+        await process.stdin.send_all(b"be brief\n/follow and then this\n")
+        await err.expect("(steering: be brief)")
+        await err.expect("(follow-up queued, sent when this run would stop)")
+        resume.set()
+        await out.expect(api.text, count=3)
+        await process.stdin.aclose()
+        with trio.fail_after(30):
+            assert await process.wait() == 0, err.text
+    first_request, steered, followed = (request.body for request in server.requests)
+    assert b"be brief" not in first_request
+    assert steered.index(b"first question") < steered.index(b"be brief")
+    assert b"and then this" not in steered
+    assert followed.index(b"be brief") < followed.index(b"and then this")

@@ -1,0 +1,326 @@
+"""The command line: ``trio-agent demo | run | chat`` (also ``python -m trio_agent``).
+
+- ``demo [FOLDER]``: the scripted model with real tools on a folder; no
+  network, no key.
+- ``run "PROMPT" --model API:ID``: one run against a real model, with
+  read-only file tools confined to ``--root``.
+- ``chat --model API:ID``: a conversation. A line typed while the agent
+  works steers it; ``/follow TEXT`` queues a follow-up; Ctrl-C aborts the
+  run (a second Ctrl-C exits); ``/save FILE`` and ``--session FILE`` save
+  and resume.
+
+Answers go to stdout, progress to stderr. Exit codes: 0 done, 1 an error (a
+provider's, told in one line), 2 a usage error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+import trio
+
+from .._agent import Agent
+from .._config import ThinkingLevel
+from .._errors import TrioAgentError
+from .._json import dumps, loads
+from .._messages import AgentMessage, AssistantMessage
+from .._model import Model
+from ..providers import anthropic, google, openai_chat, openai_responses
+from ._chat import HELP as CHAT_HELP
+from ._chat import Chat
+from ._demo import SYSTEM_PROMPT, demo_model, demo_tools, prompt_for
+from ._files import file_tools
+from ._term import Terminal
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+MODELS: dict[str, Callable[..., Model]] = {
+    openai_chat.API: openai_chat.model,
+    anthropic.API: anthropic.model,
+    openai_responses.API: openai_responses.model,
+    google.API: google.model,
+}
+ALIASES = {
+    "openai": openai_chat.API,
+    "anthropic": anthropic.API,
+    "responses": openai_responses.API,
+    "google": google.API,
+    "gemini": google.API,
+}
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+
+
+class UsageError(Exception):
+    """A command line that cannot be run as given (exit code 2)."""
+
+
+def parse_model(spec: str, base_url: str | None, thinking: ThinkingLevel) -> Model:
+    """The model named by ``API:ID`` (the id may contain colons: ``openai-chat:llama3.2:3b``)."""
+    api, colon, model_id = spec.partition(":")
+    api = ALIASES.get(api, api)
+    if not colon or not model_id:
+        raise UsageError(f"--model must be API:ID (for example openai-chat:gpt-4o), not {spec!r}")
+    if api not in MODELS:
+        known = ", ".join([*MODELS, *ALIASES])
+        raise UsageError(f"--model names an unknown API {api!r}; known: {known}")
+    options: dict[str, object] = {"reasoning": thinking != "off"}
+    if base_url:
+        options["base_url"] = base_url
+    return MODELS[api](model_id, **options)
+
+
+class _Parser(argparse.ArgumentParser):
+    commands: dict[str, argparse.ArgumentParser]
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog="trio-agent",
+        description="LLM agents on Trio: a scripted demo, and runs or chats with real models.",
+        epilog="Exit codes: 0 done, 1 error, 2 usage error, 130 interrupted. "
+        "Colour only on a terminal, never with NO_COLOR set.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="an agent on the scripted model with real tools on a folder (no network, no key)",
+        description="The scripted model lists FOLDER, reads some of its files in parallel "
+        "(the reads report progress and finish out of order) and streams an answer built "
+        "from what the tools returned. Ctrl-C aborts cleanly.",
+    )
+    demo.add_argument("folder", nargs="?", default=os.curdir, help="the folder (default: here)")
+    demo.add_argument(
+        "--pace",
+        type=float,
+        default=200.0,
+        metavar="N",
+        help="the model's speed in deltas per second, the tools' in step; 0: no pacing "
+        "(default: 200)",
+    )
+    _output_options(demo)
+
+    def real_model_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "--model",
+            default=os.environ.get("TRIO_AGENT_MODEL"),
+            metavar="API:ID",
+            help="the model, e.g. openai-chat:gpt-4o-mini, anthropic-messages:claude-sonnet-4-5, "
+            "google-generative-ai:gemini-2.5-flash, openai-chat:llama3.2 with --base-url "
+            "(default: $TRIO_AGENT_MODEL). The key comes from the provider's environment "
+            "variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)",
+        )
+        command.add_argument(
+            "--base-url",
+            metavar="URL",
+            help="the server, e.g. http://localhost:11434/v1 for Ollama",
+        )
+        command.add_argument(
+            "--root",
+            default=os.curdir,
+            help="the folder the file tools may read (default: here); paths outside are refused",
+        )
+        command.add_argument("--system", default=None, metavar="TEXT", help="the system prompt")
+        command.add_argument(
+            "--thinking", choices=THINKING_LEVELS, default="off", help="the reasoning level"
+        )
+        command.add_argument(
+            "--session",
+            type=Path,
+            metavar="FILE",
+            help="resume the conversation saved in FILE (if it exists), and save it there",
+        )
+
+    run = commands.add_parser(
+        "run",
+        help="one run of a real model on a prompt",
+        description="Send PROMPT to a real model, with read-only file tools over --root, and "
+        "stream the answer. Ctrl-C aborts cleanly.",
+    )
+    run.add_argument("prompt", help="what to ask")
+    real_model_options(run)
+    _output_options(run)
+
+    chat = commands.add_parser(
+        "chat",
+        help="a conversation with a real model",
+        description="A conversation with a real model, with read-only file tools over --root.\n"
+        + CHAT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    real_model_options(chat)
+    parser.commands = {"demo": demo, "run": run, "chat": chat}
+    return parser
+
+
+def _output_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--json", action="store_true", help="print every event as one line of JSON on stdout"
+    )
+    command.add_argument("--save", type=Path, metavar="FILE", help="save the transcript to FILE")
+
+
+def _system_prompt(root: Path, given: str | None) -> str:
+    if given is not None:
+        return given
+    return (
+        "You are a helpful assistant with read-only access to the files of a project "
+        f"(its root: {root}) through the tools list_files, read_file and search_files."
+    )
+
+
+async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
+    """Write the transcript to ``path``, replacing it whole (never half-written)."""
+    temporary = trio.Path(f"{path}.tmp")
+    await temporary.write_text(dumps(list(messages), indent=1) + "\n", encoding="utf-8")
+    await temporary.replace(path)
+
+
+async def _save_all(paths: Sequence[Path], messages: Sequence[AgentMessage]) -> None:
+    for path in paths:
+        await _save(path, messages)
+
+
+async def _load(path: Path | None) -> list[AgentMessage]:
+    if path is None or not await trio.Path(path).exists():
+        return []
+    text = await trio.Path(path).read_text(encoding="utf-8")
+    messages: list[AgentMessage] = loads(text)
+    return messages
+
+
+def _outcome(agent: Agent) -> int:
+    last = agent.state.messages[-1] if agent.state.messages else None
+    if isinstance(last, AssistantMessage) and last.stop_reason == "error":
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+async def _one_run(agent: Agent, term: Terminal, prompt: str, saves: Sequence[Path]) -> int:
+    """Run ``prompt`` to its end; the first Ctrl-C aborts it, a second stops waiting."""
+    interrupted = False
+    failure: BaseException | None = None  # raised after the nursery, not in a group
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal interrupted
+                async for _ in signals:
+                    if interrupted:
+                        nursery.cancel_scope.cancel()
+                        return
+                    interrupted = True
+                    agent.abort()
+                    term.note("  interrupted: aborting (Ctrl-C again to quit at once)", "yellow")
+
+            nursery.start_soon(watch)
+            try:
+                await agent.prompt(prompt)
+            except Exception as exc:  # re-raised below
+                failure = exc
+            finally:
+                nursery.cancel_scope.cancel()
+                with trio.CancelScope(shield=True):
+                    await _save_all(saves, agent.state.messages)
+    if failure is not None:
+        raise failure
+    return EXIT_INTERRUPTED if interrupted else _outcome(agent)
+
+
+async def _demo(args: argparse.Namespace, term: Terminal) -> int:
+    root = Path(args.folder)
+    pace = args.pace or None
+    agent = Agent(demo_model(pace), system_prompt=SYSTEM_PROMPT, tools=demo_tools(root, pace))
+    agent.subscribe(term.show)
+    saves = [args.save] if args.save else []
+    return await _one_run(agent, term, prompt_for(root), saves)
+
+
+def _real_agent(args: argparse.Namespace, messages: list[AgentMessage]) -> Agent:
+    root = Path(args.root).resolve()
+    return Agent(
+        parse_model(args.model, args.base_url, args.thinking),
+        system_prompt=_system_prompt(root, args.system),
+        tools=file_tools(root),
+        messages=messages,
+        thinking_level=args.thinking,
+    )
+
+
+async def _run(args: argparse.Namespace, term: Terminal) -> int:
+    agent = _real_agent(args, await _load(args.session))
+    agent.subscribe(term.show)
+    saves = [path for path in (args.session, args.save) if path is not None]
+    return await _one_run(agent, term, args.prompt, saves)
+
+
+async def _chat(args: argparse.Namespace, term: Terminal, stdin: TextIO) -> int:
+    agent = _real_agent(args, await _load(args.session))
+    agent.subscribe(term.show)
+    if agent.state.messages:
+        term.note(f"resumed {len(agent.state.messages)} messages from {args.session}")
+    return await Chat(agent, term, stdin, args.session, save=_save).run()
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    clock: trio.abc.Clock | None = None,
+) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    ``stdin``, ``stdout``, ``stderr`` replace the process's streams, and ``clock``
+    is given to ``trio.run`` (a test's ``MockClock``).
+    """
+    out = sys.stdout if stdout is None else stdout
+    err = sys.stderr if stderr is None else stderr
+    parser = _parser()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser.parse_args(argv)
+    except SystemExit as exit:  # --help (0) or a usage error (2), already printed
+        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+    term = Terminal(out, err, json_lines=getattr(args, "json", False))
+    try:
+        if args.command == "demo":
+            if not Path(args.folder).is_dir():
+                raise UsageError(f"{args.folder!r} is not a folder")
+            if args.pace < 0:
+                raise UsageError(f"--pace must be 0 or more, not {args.pace:g}")
+            return trio.run(_demo, args, term, clock=clock)
+        if not args.model:
+            raise UsageError("--model API:ID is needed (or set TRIO_AGENT_MODEL)")
+        if not Path(args.root).is_dir():
+            raise UsageError(f"--root {args.root!r} is not a folder")
+        if args.command == "run":
+            return trio.run(_run, args, term, clock=clock)
+        return trio.run(_chat, args, term, sys.stdin if stdin is None else stdin, clock=clock)
+    except UsageError as exc:
+        parser.commands[args.command].print_usage(err)
+        print(f"trio-agent {args.command}: error: {exc}", file=err)
+        return EXIT_USAGE
+    except TrioAgentError as exc:  # a saved session that does not load, ...
+        term.error(str(exc))
+        return EXIT_ERROR
+    except BrokenPipeError:  # the reader of stdout left (``| head``): not worth a word
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except OSError as exc:
+        term.error(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        term.note("interrupted", "yellow")
+        return EXIT_INTERRUPTED
