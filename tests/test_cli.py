@@ -13,6 +13,8 @@ import codecs
 import io
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -27,7 +29,7 @@ import trio_agent
 from tests._providers import fixture, serving
 from tests.test_provider_matrix import APIS, KEY, Api, event_end
 from trio_agent import AssistantMessage, ToolResultMessage, UserMessage
-from trio_agent._cli import main
+from trio_agent._cli import _parser, main
 from trio_agent._cli._files import file_tools
 from trio_agent._cli._term import Terminal
 from trio_agent.testing import ScriptedResponse, check_transcript
@@ -45,6 +47,7 @@ MODEL_IDS = {
     "google": "gemini-2.5-flash",
 }
 NOTES = "ping ✓ and x\nsecond line\n"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=APIS, ids=[api.name for api in APIS])
@@ -70,8 +73,11 @@ def run_main(argv: Sequence[str], *, stdin: str = "", autojump: float = 0) -> Ou
 
 def project(tmp_path: Path) -> Path:
     """A folder to run the demo on: three text files of different sizes, a folder, a binary."""
-    root = tmp_path / "project"
-    root.mkdir()
+    return fill(tmp_path / "project")
+
+
+def fill(root: Path) -> Path:
+    root.mkdir(parents=True)
     (root / "alpha.md").write_text("# Alpha\n" + "words and more words\n" * 2000)
     (root / "beta.txt").write_text("Beta\nshort\n")
     (root / "gamma.py").write_text('"""Gamma."""\n' + "x = 1\n" * 300)
@@ -526,3 +532,36 @@ async def test_chat_lines_typed_while_it_works_steer_it_and_follow_ups_come_afte
     assert steered.index(b"first question") < steered.index(b"be brief")
     assert b"and then this" not in steered
     assert followed.index(b"be brief") < followed.index(b"and then this")
+
+
+# --- the command lines the docs show ------------------------------------------------------------
+
+DOCUMENTED = [
+    shlex.split(line.removeprefix("$ trio-agent ").split("  #")[0].split(" | ")[0])
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for block in re.findall(r"```console\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+    for line in block.splitlines()
+    if line.startswith("$ trio-agent ")
+]
+
+
+def test_the_docs_show_command_lines() -> None:
+    assert {argv[0] for argv in DOCUMENTED} == {"demo", "run", "chat"}
+
+
+@pytest.mark.parametrize("argv", DOCUMENTED, ids=" ".join)
+def test_every_documented_command_line_is_valid_and_the_demos_run(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``$ trio-agent ...`` line of README.md and docs/ parses; the demo's run in full
+    (in a folder of test files, and in the folder they name, made with test files too)."""
+    parsed = _parser().parse_args(argv)
+    if parsed.command != "demo":
+        return  # run and chat need a real model: their runs are tested on loopback above
+    here = project(tmp_path)  # the current folder
+    monkeypatch.chdir(here)
+    if parsed.folder != os.curdir:
+        fill(here / parsed.folder)
+    result = run_main([*argv, "--pace", "0"])
+    assert result.code == 0, result
+    assert result.out
