@@ -398,6 +398,29 @@ async def test_a_run_is_a_checkpoint() -> None:
         await run(faux.model(["ok"]))
 
 
+async def test_a_refused_run_is_a_checkpoint_too() -> None:
+    """Invariant 12 on every path: bad arguments, an unknown api, a reused abort scope."""
+    model = faux.model(["x"])
+    unknown = attrs.evolve(model, api="nowhere")
+    used = trio.CancelScope()
+    with used:
+        pass
+    good, bad = AgentLoopConfig(model=model), AgentLoopConfig(model=unknown)
+    refusals: list[tuple[Any, type[Exception]]] = [
+        (lambda: run_agent_loop("hi", AgentContext(), good, _noop), TypeError),
+        (lambda: run_agent_loop(hi(), AgentContext(), bad, _noop), UnknownApiError),
+        (lambda: run_agent_loop(hi(), AgentContext(), good, _noop, used), RuntimeError),
+        (lambda: run_agent_loop_continue(AgentContext(messages=hi()), bad, _noop), UnknownApiError),
+    ]
+    for call, error in refusals:
+        with trio.testing.assert_checkpoints(), pytest.raises(error):
+            await call()
+
+
+async def _noop(event: Any) -> None:
+    return None
+
+
 async def test_an_unknown_api_is_an_error_before_any_event() -> None:
     recorder = EventRecorder()
     model = attrs.evolve(faux.model(["x"]), api="nowhere")

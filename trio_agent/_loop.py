@@ -646,6 +646,7 @@ async def _drive(
     if abort is None:
         abort = trio.CancelScope()
     elif getattr(abort, "_has_been_entered", False):
+        await trio.lowlevel.checkpoint()
         raise RuntimeError(
             "this abort scope was already used by another run; "
             "make a new trio.CancelScope() for each run"
@@ -717,9 +718,13 @@ async def run_agent_loop(
     the tool hooks ends the run and propagates unchanged, never as an
     exception group. Always a checkpoint.
     """
-    _check_messages("prompts", prompts)
-    _check_run_arguments(context, config, emit)
-    run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+    try:
+        _check_messages("prompts", prompts)
+        _check_run_arguments(context, config, emit)
+        run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+    except Exception:
+        await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
+        raise
     return await _drive(run, tuple(prompts), abort)
 
 
@@ -740,12 +745,14 @@ async def run_agent_loop_continue(
     role: assistant")`` before emitting anything. Cancellation and errors as
     for :func:`run_agent_loop`. Always a checkpoint.
     """
-    _check_run_arguments(context, config, emit)
-    if not context.messages:
-        await trio.lowlevel.checkpoint()
-        raise ValueError("Cannot continue: no messages in context")
-    if context.messages[-1].role == "assistant":
-        await trio.lowlevel.checkpoint()
-        raise ValueError("Cannot continue from message role: assistant")
-    run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+    try:
+        _check_run_arguments(context, config, emit)
+        if not context.messages:
+            raise ValueError("Cannot continue: no messages in context")
+        if context.messages[-1].role == "assistant":
+            raise ValueError("Cannot continue from message role: assistant")
+        run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+    except Exception:
+        await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
+        raise
     return await _drive(run, None, abort)
