@@ -26,6 +26,30 @@ Figures (performance.md):
 - B3: streaming — 100,000 one-character text deltas through the loop to one
   awaited listener, in events (deltas) per second. Floor: two awaited no-op
   calls per delta (provider to loop, loop to listener).
+- B4: bursts — the same 100,000 deltas into a subscriber that reads only
+  after the run: ``Agent.events()`` with a buffer that holds every event of
+  the run, drained once ``prompt()`` has returned; deltas per second,
+  drain included. Floor: as many memory-channel ``send_nowait`` + ``receive``
+  pairs. Linearity: the per-event cost at 100,000 deltas divided by the
+  per-event cost at 10,000 (1 is linear), beside the same ratio for the floor.
+- B5: flat growth — B1's run, each turn timed by the listener (from one
+  ``turn_end`` to the next; turn 1 from ``agent_start``); the mean cost of
+  turns 1,900-2,000 divided by that of turns 1-100. Floor: 1.0 (no growth).
+- B6: abort latency — one turn of 1,000 parallel tool calls, each sleeping
+  forever; once all are in their tool and every task is blocked,
+  ``Agent.abort()`` (what users call), and the wall time until ``prompt()``
+  has returned. Also run once on ``trio.testing.MockClock(autojump_threshold=0)``
+  to report the virtual time the abort took (0: nothing in it waits on the
+  clock). Floor: cancelling a nursery of 1,000 tasks blocked in
+  ``trio.sleep_forever()``, timed the same way.
+- B7: concurrent runs — 10,000 agents (``Agent``) in one ``trio.run``, each
+  ``prompt()`` in a task of one nursery, each run in a tool that sleeps
+  forever. Memory per run: memory traced by ``tracemalloc`` (started before
+  the agents are made, so an agent's own objects count) with every run in
+  its tool, divided by 10,000, in KiB. Abort all: ``abort()`` on every agent
+  (tracing stopped), wall time until the nursery has exited. Floor: 10,000
+  bare tasks in ``trio.sleep_forever()`` (KiB per task; one cancel of their
+  nursery, until it has exited).
 - B8: provider stream — a 20 MB OpenAI chat-completions SSE body served on
   loopback, read, parsed and normalized by ``openai_chat`` into stream events
   (to an awaited no-op emit), in MB per second. Floor: plain ``httpx-sse``
@@ -33,23 +57,28 @@ Figures (performance.md):
   ``httpx`` client, without parsing the events' JSON (the goal is at least
   half its rate: a ratio of 2 or less).
 
-Only B8 touches the network (loopback, the server in the same process).
+Only B8 touches the network (loopback, the server in the same process). A
+figure may carry sub-figures (``also``: B4's linearity, B7's abort time) and
+a ``detail`` line; both are in the table and in ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import math
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -68,6 +97,7 @@ from trio_agent import (
 from trio_agent.providers import faux
 
 Figure = dict[str, Any]
+_ROOT = str(Path(__file__).resolve().parent.parent) + "/"  # shortens file names in B7's sites
 
 
 async def _noop_listener(event: AgentEvent) -> None:
@@ -134,6 +164,88 @@ async def _spawn_and_send(count: int) -> None:
             nursery.start_soon(child, i)
         for _ in range(count):
             await receive.receive()
+
+
+async def _channel_pairs(count: int) -> None:
+    send, receive = trio.open_memory_channel[None](count)
+    for _ in range(count):
+        send.send_nowait(None)
+    for _ in range(count):
+        await receive.receive()
+
+
+async def _settled(entered: trio.Event) -> None:
+    """Wait until ``entered`` is set, then until every other task is blocked."""
+    await entered.wait()
+    await trio.testing.wait_all_tasks_blocked()
+
+
+def _sleepers(expected: int) -> tuple[Callable[[], Awaitable[None]], trio.Event]:
+    """An async function that sleeps forever, and an event set once ``expected``
+    calls are in it (made inside ``trio.run``)."""
+    entered = 0
+    all_in = trio.Event()
+
+    async def sleep() -> None:
+        nonlocal entered
+        entered += 1
+        if entered == expected:
+            all_in.set()
+        await trio.sleep_forever()
+
+    return sleep, all_in
+
+
+def _sleeping_tool(expected: int) -> tuple[AgentTool, trio.Event]:
+    """A tool that sleeps forever, and the event set once ``expected`` calls are in it."""
+    sleep, all_in = _sleepers(expected)
+
+    async def execute(tool_call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        await sleep()
+        raise AssertionError("unreachable: the tool sleeps until cancelled")
+
+    tool = AgentTool(
+        name="sleep",
+        description="sleeps until cancelled",
+        parameters={"type": "object", "properties": {}},
+        execute=execute,
+    )
+    return tool, all_in
+
+
+async def _cancel_sleepers(count: int, clock: Callable[[], float]) -> float:
+    """Time from cancelling a nursery of ``count`` tasks in ``sleep_forever`` until it exits."""
+    sleep, all_in = _sleepers(count)
+    scope = trio.CancelScope()
+    ended = math.nan
+
+    async def hold() -> None:
+        nonlocal ended
+        with scope:
+            async with trio.open_nursery() as nursery:
+                for _ in range(count):
+                    nursery.start_soon(sleep)
+        ended = clock()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold)
+        await _settled(all_in)
+        start = clock()
+        scope.cancel()
+    return ended - start
+
+
+def _run(fn: Callable[[], Awaitable[float]], clock: trio.abc.Clock | None = None) -> float:
+    """``trio.run(fn)``, after a collection; what ``fn`` returns."""
+    result = math.nan
+
+    async def main() -> None:
+        nonlocal result
+        result = await fn()
+
+    gc.collect()
+    trio.run(main, clock=clock)
+    return result
 
 
 # --- figures ------------------------------------------------------------------------------------
@@ -247,6 +359,262 @@ def bench_b3(repeats: int, deltas: int = 100_000) -> Figure:
     return _figure(samples, floor_samples, "events/s", lower_is_better=False)
 
 
+def _b4_count(reply: faux.Reply) -> int:
+    """How many events a run of ``reply`` through an ``Agent`` gives a subscriber."""
+    count = 0
+
+    async def counting_listener(event: AgentEvent) -> None:
+        nonlocal count
+        count += 1
+
+    agent = Agent(faux.model([reply]))
+    agent.subscribe(counting_listener)
+    trio.run(agent.prompt, "go")
+    return count
+
+
+def _b4_seconds(reply: faux.Reply, capacity: int) -> float:
+    """One run into ``events(buffer=capacity)``, drained after ``prompt()`` returned."""
+    agent = Agent(faux.model([reply]))
+    received = 0
+
+    async def go() -> None:
+        nonlocal received
+        async with agent.events(buffer=capacity) as events:
+            await agent.prompt("go")
+        # The block has exited: the channel holds the whole run, then ends.
+        with events:
+            async for _ in events:
+                received += 1
+
+    elapsed = _timed(go)
+    if received != capacity:
+        raise RuntimeError(f"B4: the subscriber received {received} events, not {capacity}")
+    return elapsed
+
+
+def bench_b4(repeats: int, deltas: int = 100_000, small: int = 10_000) -> Figure:
+    big_reply = faux.reply("x" * deltas, chunk_size=1)
+    small_reply = faux.reply("x" * small, chunk_size=1)
+    big, little = _b4_count(big_reply), _b4_count(small_reply)
+    samples: list[float] = []
+    linearity: list[float] = []
+    floor_samples: list[float] = []
+    floor_linearity: list[float] = []
+    for _ in range(repeats):
+        seconds = _b4_seconds(big_reply, big)
+        samples.append(deltas / seconds)
+        linearity.append((seconds / big) / (_b4_seconds(small_reply, little) / little))
+        seconds = _timed(lambda: _channel_pairs(big))
+        floor_samples.append(deltas / seconds)
+        floor_linearity.append((seconds / big) / (_timed(lambda: _channel_pairs(little)) / little))
+    per_event = _figure(
+        linearity,
+        floor_linearity,
+        "x",
+        lower_is_better=True,
+        title=f"per-event cost, {deltas:,} / {small:,} deltas",
+    )
+    return _figure(
+        samples,
+        floor_samples,
+        "events/s",
+        lower_is_better=False,
+        also={"linearity": per_event},
+    )
+
+
+def bench_b5(repeats: int, turns: int = 2000) -> Figure:
+    window = max(1, turns // 20)  # turns 1-100 and 1,900-2,000 of 2,000
+
+    def one() -> tuple[float, float]:
+        model = _b1_model(turns)
+        stamps: list[float] = []
+        clock = time.perf_counter
+
+        async def listener(event: AgentEvent) -> None:
+            if event.type == "turn_end" or event.type == "agent_start":
+                stamps.append(clock())
+
+        async def go() -> None:
+            await run_agent_loop(
+                [UserMessage.text("go")],
+                AgentContext(tools=[_NOOP_TOOL]),
+                AgentLoopConfig(model=model),
+                listener,
+            )
+
+        _timed(go)
+        costs = [b - a for a, b in itertools.pairwise(stamps)]  # costs[k - 1]: turn k
+        if len(costs) != turns + 1:
+            raise RuntimeError(f"B5: {len(costs)} turns timed, not {turns + 1}")
+        early = statistics.mean(costs[:window])
+        late = statistics.mean(costs[turns - window - 1 : turns])
+        return early, late
+
+    pairs = [one() for _ in range(repeats)]
+    early = statistics.median(first for first, _ in pairs) * 1e6
+    late = statistics.median(last for _, last in pairs) * 1e6
+    return _figure(
+        [last / first for first, last in pairs],
+        [1.0],
+        "x",
+        lower_is_better=True,
+        early_us_per_turn=early,
+        late_us_per_turn=late,
+        detail=(
+            f"turns 1-{window:,}: {early:.1f} µs/turn, turns {turns - window:,}-{turns:,}: "
+            f"{late:.1f} µs/turn (medians); the floor is 1.0, no growth"
+        ),
+    )
+
+
+async def _b6_abort(calls: int, clock: Callable[[], float]) -> float:
+    """Time from ``Agent.abort()`` with ``calls`` tools asleep until ``prompt()`` returned."""
+    tool, all_in = _sleeping_tool(calls)
+    reply = faux.reply(*(faux.tool_call("sleep", {}, id=f"t{i}") for i in range(calls)))
+    agent = Agent(faux.model([reply]), tools=[tool])
+    agent.subscribe(_noop_listener)
+    ended = math.nan
+
+    async def run() -> None:
+        nonlocal ended
+        await agent.prompt("go")
+        ended = clock()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await _settled(all_in)
+        start = clock()
+        agent.abort()
+    results = sum(message.role == "toolResult" for message in agent.state.messages)
+    if results != calls:
+        raise RuntimeError(f"B6: the aborted run left {results} tool results for {calls} calls")
+    return ended - start
+
+
+def bench_b6(repeats: int, calls: int = 1000) -> Figure:
+    clock = time.perf_counter
+    samples = [_run(lambda: _b6_abort(calls, clock)) * 1e3 for _ in range(repeats)]
+    floor_samples = [_run(lambda: _cancel_sleepers(calls, clock)) * 1e3 for _ in range(repeats)]
+    virtual = _run(
+        lambda: _b6_abort(calls, trio.current_time),
+        clock=trio.testing.MockClock(autojump_threshold=0),
+    )
+    return _figure(
+        samples,
+        floor_samples,
+        "ms",
+        lower_is_better=True,
+        virtual_s=virtual,
+        detail=f"virtual time from abort to return (MockClock, autojump 0): {virtual:g} s",
+    )
+
+
+def _b7_agents(count: int, top: int) -> tuple[float, float, float, list[str]]:
+    """KiB per idle agent, KiB per agent mid-run, seconds to abort all, top allocation sites."""
+    reply = faux.reply(faux.tool_call("sleep", {}, id="t"))
+    model = faux.model([reply] * count)  # one model for all, as with a real provider
+    outcome: tuple[float, float, float, list[str]] = (math.nan, math.nan, math.nan, [])
+
+    async def main() -> None:
+        nonlocal outcome
+        tool, all_in = _sleeping_tool(count)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            agents = [Agent(model, tools=[tool]) for _ in range(count)]
+            gc.collect()
+            idle = tracemalloc.get_traced_memory()[0] - base
+            async with trio.open_nursery() as nursery:
+                for agent in agents:
+                    nursery.start_soon(agent.prompt, "go")
+                await _settled(all_in)
+                gc.collect()
+                running = tracemalloc.get_traced_memory()[0] - base
+                sites: list[str] = []
+                if top:
+                    stats = tracemalloc.take_snapshot().statistics("lineno")
+                    for stat in stats[:top]:
+                        frame = stat.traceback[0]
+                        where = frame.filename.replace(_ROOT, "")
+                        if "/site-packages/" in where:
+                            where = where.split("/site-packages/", 1)[1]
+                        sites.append(f"{where}:{frame.lineno} {stat.size / count:.0f} B")
+                tracemalloc.stop()
+                gc.collect()
+                start = time.perf_counter()
+                for agent in agents:
+                    agent.abort()
+            elapsed = time.perf_counter() - start
+        finally:
+            tracemalloc.stop()
+        if any(agent.state.is_streaming for agent in agents):
+            raise RuntimeError("B7: a run was still active after the nursery exited")
+        outcome = (idle / count / 1024, running / count / 1024, elapsed, sites)
+
+    trio.run(main)
+    return outcome
+
+
+def _b7_floor(count: int) -> tuple[float, float]:
+    """KiB per bare task in ``sleep_forever``, and seconds to cancel them all."""
+    outcome = (math.nan, math.nan)
+
+    async def main() -> None:
+        nonlocal outcome
+        sleep, all_in = _sleepers(count)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            async with trio.open_nursery() as nursery:
+                for _ in range(count):
+                    nursery.start_soon(sleep)
+                await _settled(all_in)
+                gc.collect()
+                used = tracemalloc.get_traced_memory()[0] - base
+                tracemalloc.stop()
+                gc.collect()
+                start = time.perf_counter()
+                nursery.cancel_scope.cancel()
+            elapsed = time.perf_counter() - start
+        finally:
+            tracemalloc.stop()
+        outcome = (used / count / 1024, elapsed)
+
+    trio.run(main)
+    return outcome
+
+
+def bench_b7(repeats: int, agents: int = 10_000, top: int = 5) -> Figure:
+    runs = [_b7_agents(agents, top if i == 0 else 0) for i in range(repeats)]
+    floors = [_b7_floor(agents) for _ in range(repeats)]
+    abort_all = _figure(
+        [elapsed * 1e3 for _, _, elapsed, _ in runs],
+        [elapsed * 1e3 for _, elapsed in floors],
+        "ms",
+        lower_is_better=True,
+        title=f"abort all {agents:,}",
+    )
+    idle = statistics.median(idle for idle, _, _, _ in runs)
+    sites = runs[0][3]
+    return _figure(
+        [running for _, running, _, _ in runs],
+        [used for used, _ in floors],
+        "KiB/run",
+        lower_is_better=True,
+        also={"abort_all": abort_all},
+        idle_agent_kib=idle,
+        top_sites=sites,
+        detail=(
+            f"of which the idle Agent: {idle:.1f} KiB; top allocation sites per run: "
+            + "; ".join(sites)
+        ),
+    )
+
+
 def _b8_body(size: int) -> bytes:
     """An OpenAI chat-completions SSE body of about ``size`` bytes: short text deltas."""
     words = ("streaming ", "tokens ", "from ", "a ", "model ", "over ", "loopback, ", "fast. ")
@@ -317,8 +685,16 @@ def bench_b8(repeats: int, size: int = 20_000_000) -> Figure:
 
 
 def _figure(
-    samples: list[float], floor_samples: list[float], unit: str, *, lower_is_better: bool
+    samples: list[float],
+    floor_samples: list[float],
+    unit: str,
+    *,
+    lower_is_better: bool,
+    **extra: Any,
 ) -> Figure:
+    """A figure: median and spread, the floor's median, their ratio, and ``extra``
+    (``also``: sub-figures by key; ``title``: a sub-figure's name in the table;
+    ``detail``: a line for the table; numbers)."""
     median, low, high = _stats(samples)
     floor = statistics.median(floor_samples)
     ratio = median / floor if lower_is_better else floor / median
@@ -330,6 +706,7 @@ def _figure(
         "floor": floor,
         "ratio": ratio,
         "repeats": len(samples),
+        **extra,
     }
 
 
@@ -338,6 +715,10 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
     "B1a": ("the same through Agent, one listener", bench_b1a, 5),
     "B2": ("parallel fan-out (1,000 no-op tools, whole run)", bench_b2, 15),
     "B3": ("streaming (100,000 one-character deltas)", bench_b3, 5),
+    "B4": ("bursts (100,000 deltas into events(), drained after the run)", bench_b4, 5),
+    "B5": ("flat growth (B1: turns 1,900-2,000 / turns 1-100, per turn)", bench_b5, 5),
+    "B6": ("abort latency (1,000 sleeping tools, Agent.abort() to return)", bench_b6, 15),
+    "B7": ("concurrent runs (10,000 Agents, each in a sleeping tool)", bench_b7, 3),
     "B8": ("provider stream (20 MB of OpenAI chat SSE on loopback)", bench_b8, 5),
 }
 
@@ -345,9 +726,28 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
 def _format(value: float, unit: str) -> str:
     if unit == "events/s":
         return f"{value / 1e6:.2f} M/s"
+    if unit == "x":
+        return f"{value:.2f}"
     if unit == "MB/s":
         return f"{value:.1f} MB/s"
     return f"{value:.1f} {unit.split('/')[0].replace('us', 'µs')}"
+
+
+def _lines(result: Figure, indent: str) -> str:
+    unit = result["unit"]
+    lines = [
+        f"{indent}trio_agent {_format(result['median'], unit)} "
+        f"(min {_format(result['min'], unit)}, max {_format(result['max'], unit)}, "
+        f"n={result['repeats']})",
+        f"{indent}Trio floor {_format(result['floor'], unit)}   "
+        f"ratio {result['ratio']:.2f}x the floor",
+    ]
+    for name, sub in result.get("also", {}).items():
+        lines.append(f"{indent}{sub.get('title', name)}:")
+        lines.append(_lines(sub, indent + "    "))
+    if "detail" in result:
+        lines.append(f"{indent}{result['detail']}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,16 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         result = bench(args.repeats or repeats)
         results[figure] = result
         if not args.json:
-            unit = result["unit"]
-            print(
-                f"{figure}  {title}\n"
-                f"    trio_agent {_format(result['median'], unit)} "
-                f"(min {_format(result['min'], unit)}, max {_format(result['max'], unit)}, "
-                f"n={result['repeats']})\n"
-                f"    Trio floor {_format(result['floor'], unit)}   "
-                f"ratio {result['ratio']:.2f}x the floor",
-                flush=True,
-            )
+            print(f"{figure}  {title}\n{_lines(result, '    ')}", flush=True)
     if args.json:
         print(json.dumps(results))
     return 0
