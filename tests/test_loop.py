@@ -407,7 +407,7 @@ async def test_a_refused_run_is_a_checkpoint_too() -> None:
         pass
     good, bad = AgentLoopConfig(model=model), AgentLoopConfig(model=unknown)
     refusals: list[tuple[Any, type[Exception]]] = [
-        (lambda: run_agent_loop("hi", AgentContext(), good, _noop), TypeError),
+        (lambda: run_agent_loop("hi", AgentContext(), good, _noop), TypeError),  # type: ignore[arg-type]
         (lambda: run_agent_loop(hi(), AgentContext(), bad, _noop), UnknownApiError),
         (lambda: run_agent_loop(hi(), AgentContext(), good, _noop, used), RuntimeError),
         (lambda: run_agent_loop_continue(AgentContext(messages=hi()), bad, _noop), UnknownApiError),

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
+from ._cancel import cancel_probe
 from ._config import AfterToolCallContext, BeforeToolCallContext
 from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._messages import AssistantMessage, TextContent, ToolCall, ToolResult, ToolResultMessage
@@ -209,7 +210,7 @@ async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
                 )
             )
             # An abort the hook did not notice still stops the call here.
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await run.stop_if_cancelled()
             if verdict is not None and verdict.block:
                 result = error_result(verdict.reason or _BLOCKED)
                 if verdict.terminate is True:
@@ -437,9 +438,10 @@ class UpdatePump:
     async def _pump(self) -> None:
         # Closed without a checkpoint: ``aclose()`` in a cancelled run would
         # raise ``Cancelled`` over a listener's exception and lose it.
+        cancelled = cancel_probe()  # of this task
         try:
             async for event in self._receive:
-                await self._run.emit(event)
+                await self._run.emit(event, cancelled)
                 self._backlog -= 1
                 if self._backlog == 0 and self._drained is not None:
                     self._drained.set()

@@ -53,6 +53,7 @@ import attrs
 import trio
 
 from . import _resources
+from ._cancel import CancelProbe, cancel_probe
 from ._config import AgentContext, AgentLoopConfig, NextTurn, TurnContext
 from ._events import (
     AgentEnd,
@@ -189,6 +190,7 @@ class _Run:
         self._options: StreamOptions | None = None
         self.nursery: trio.Nursery
         self._pump: UpdatePump | None = None
+        self.cancelled: CancelProbe  # for the task that drives the run
         self._channel: tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]] | None = (
             None
         )
@@ -208,7 +210,7 @@ class _Run:
 
     # -- shared helpers ----------------------------------------------------------------------
 
-    async def emit(self, event: AgentEvent) -> None:
+    async def emit(self, event: AgentEvent, cancelled: CancelProbe | None = None) -> None:
         """Deliver ``event`` to the listener — unless the run was aborted meanwhile.
 
         Events after an abort are emitted outside the cancelled scope (loop.md
@@ -216,12 +218,18 @@ class _Run:
         an abort first is kept in ``undelivered``, and ``closing_events``
         yields it before anything else.
         """
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-        except trio.Cancelled:
-            self.undelivered = event
-            raise
+        if (cancelled or self.cancelled)():
+            try:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            except trio.Cancelled:
+                self.undelivered = event
+                raise
         await self.listener(event)
+
+    async def stop_if_cancelled(self) -> None:
+        """Raise ``Cancelled`` if the run's task is cancelled (``checkpoint_if_cancelled()``)."""
+        if self.cancelled():
+            await trio.lowlevel.checkpoint_if_cancelled()
 
     def context(self) -> AgentContext:
         """The run's context as hooks see it: read-only views, O(1) to make."""
@@ -304,10 +312,10 @@ class _Run:
             self.more = True
             while self.more or self.pending:
                 if not first_turn:
-                    await trio.lowlevel.checkpoint_if_cancelled()
+                    await self.stop_if_cancelled()
                     if config.prepare_next_turn is not None and last_turn is not None:
                         self._apply(await config.prepare_next_turn(last_turn))
-                        await trio.lowlevel.checkpoint_if_cancelled()
+                        await self.stop_if_cancelled()
                     if not self.pending and steering is not None:
                         self.pending = list(await steering())
                     self.turn_open = True
@@ -336,11 +344,11 @@ class _Run:
                         await self._end()
                         return
                 if steering is not None:
-                    await trio.lowlevel.checkpoint_if_cancelled()  # no poll after an abort
+                    await self.stop_if_cancelled()  # no poll after an abort
                     self.pending = list(await steering())
             follow_ups: list[AgentMessage] = []
             if follow_up is not None:
-                await trio.lowlevel.checkpoint_if_cancelled()
+                await self.stop_if_cancelled()
                 follow_ups = list(await follow_up())
             if not follow_ups:
                 break
@@ -456,11 +464,12 @@ class _Run:
                 # self.emit, inlined: this runs for every delta.
                 self.partial = event
                 update = MessageUpdate(event)
-                try:
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                except trio.Cancelled:
-                    self.undelivered = update
-                    raise
+                if self.cancelled():
+                    try:
+                        await trio.lowlevel.checkpoint_if_cancelled()
+                    except trio.Cancelled:
+                        self.undelivered = update
+                        raise
                 try:
                     await self.listener(update)
                 except Exception as exc:
@@ -652,6 +661,7 @@ async def _drive(
             "make a new trio.CancelScope() for each run"
         )
     run.abort = abort
+    run.cancelled = cancel_probe()
     error: BaseException | None = None
     resources = RunResources()  # what the run's providers keep open (an HTTP pool)
     token = _resources.enter(resources)

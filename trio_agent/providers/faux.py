@@ -39,6 +39,7 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
+from .._cancel import cancel_probe
 from .._events import StreamError
 from .._messages import (
     AssistantContent,
@@ -353,14 +354,14 @@ async def _stream_block(
 ) -> None:
     # Each delta first waits for its pace, or is only a cancellation point:
     # an abort while the loop handled delta n stops the stream before n + 1.
-    checkpoint = trio.lowlevel.checkpoint_if_cancelled
+    cancelled = cancel_probe()
     if isinstance(block, TextContent):
         await emit(builder.text_start())
         for chunk in _chunks(block.text, size):
             if delay:
                 await trio.sleep(delay)
-            else:
-                await checkpoint()
+            elif cancelled():
+                await trio.lowlevel.checkpoint_if_cancelled()
             await emit(builder.text_delta(chunk))
         await emit(builder.text_end(signature=block.text_signature))
     elif isinstance(block, ThinkingContent):
@@ -368,8 +369,8 @@ async def _stream_block(
         for chunk in _chunks(block.thinking, size):
             if delay:
                 await trio.sleep(delay)
-            else:
-                await checkpoint()
+            elif cancelled():
+                await trio.lowlevel.checkpoint_if_cancelled()
             await emit(builder.thinking_delta(chunk))
         await emit(builder.thinking_end(signature=block.thinking_signature))
     else:
@@ -377,8 +378,8 @@ async def _stream_block(
         for chunk in _chunks(_encode(block.arguments), size):
             if delay:
                 await trio.sleep(delay)
-            else:
-                await checkpoint()
+            elif cancelled():
+                await trio.lowlevel.checkpoint_if_cancelled()
             await emit(builder.toolcall_delta(chunk))
         if block.thought_signature is not None:
             builder.set_signature(block.thought_signature)

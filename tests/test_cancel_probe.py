@@ -1,0 +1,48 @@
+"""The cheap cancellation probe of the hot paths agrees with Trio's own answer."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from trio_agent import _cancel
+from trio_agent._cancel import cancel_probe
+
+
+async def test_the_installed_trio_gets_the_fast_probe() -> None:
+    assert cancel_probe() is not _cancel._public_probe
+
+
+@pytest.mark.parametrize("fast", [True, False])
+async def test_a_probe_tells_what_current_effective_deadline_tells(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not fast:  # a Trio without the internal cancel status: the public way
+        monkeypatch.setattr(_cancel, "getattr", lambda *args: None, raising=False)
+    probe = cancel_probe()
+    assert (probe is _cancel._public_probe) is not fast
+    assert not probe()
+    with trio.CancelScope() as outer:
+        outer.cancel()
+        assert probe()  # cancelled, not yet delivered
+        with trio.CancelScope(shield=True):
+            assert not probe()  # a shield hides it
+        assert probe()
+    assert not probe()
+    with trio.move_on_after(0):
+        assert probe()  # a deadline that passed
+        await trio.lowlevel.checkpoint()
+
+
+async def test_a_probe_reads_its_own_task() -> None:
+    probe = cancel_probe()
+    seen: list[bool] = []
+
+    async def other() -> None:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            seen.append(probe())  # the probe's task is not cancelled
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+    assert seen == [False]
