@@ -27,7 +27,9 @@ async def test_a_probe_tells_what_current_effective_deadline_tells(
         assert probe()  # cancelled, not yet delivered
         with trio.CancelScope(shield=True):
             assert not probe()  # a shield hides it
+            await trio.lowlevel.checkpoint()
         assert probe()
+        await trio.lowlevel.checkpoint()
     assert not probe()
     with trio.move_on_after(0):
         assert probe()  # a deadline that passed
@@ -42,7 +44,9 @@ async def test_a_probe_reads_its_own_task() -> None:
         with trio.CancelScope() as scope:
             scope.cancel()
             seen.append(probe())  # the probe's task is not cancelled
+            await trio.lowlevel.checkpoint()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(other)
+        nursery.start_soon(trio.lowlevel.checkpoint)
     assert seen == [False]

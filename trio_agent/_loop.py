@@ -732,10 +732,12 @@ async def run_agent_loop(
         _check_messages("prompts", prompts)
         _check_run_arguments(context, config, emit)
         run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
-    except Exception:
-        await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
-        raise
-    return await _drive(run, tuple(prompts), abort)
+    except Exception as exc:
+        refusal = exc
+    else:
+        return await _drive(run, tuple(prompts), abort)
+    await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
+    raise refusal
 
 
 async def run_agent_loop_continue(
@@ -762,7 +764,9 @@ async def run_agent_loop_continue(
         if context.messages[-1].role == "assistant":
             raise ValueError("Cannot continue from message role: assistant")
         run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
-    except Exception:
-        await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
-        raise
-    return await _drive(run, None, abort)
+    except Exception as exc:
+        refusal = exc
+    else:
+        return await _drive(run, None, abort)
+    await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
+    raise refusal
