@@ -404,9 +404,15 @@ class Agent:
                 with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
                     send.send_nowait(event)
                 return
-            # A consumer that closed its end has nobody to tell.
-            with contextlib.suppress(trio.BrokenResourceError):
-                await send.send(event)
+            # A consumer that closed its end has nobody to tell. With room in the
+            # buffer the event goes in at once: waiting is for a full buffer only.
+            try:
+                send.send_nowait(event)
+            except trio.WouldBlock:
+                with contextlib.suppress(trio.BrokenResourceError):
+                    await send.send(event)
+            except trio.BrokenResourceError:
+                pass
 
         unsubscribe = self.subscribe(forward)
         try:
