@@ -393,9 +393,8 @@ class _Run:
     async def _llm_view(self) -> Sequence[Message]:
         config = self.config
         convert = config.convert_to_llm
-        messages: Sequence[AgentMessage] = Prefix(self.messages)
         if config.transform_context is not None:
-            messages = await config.transform_context(messages)
+            messages = await config.transform_context(Prefix(self.messages))
         elif convert is None or convert is default_convert_to_llm:
             # The default filter, kept incrementally: O(new messages) per turn.
             seen = self.messages
@@ -406,6 +405,8 @@ class _Run:
                     kept.append(message)
             self._llm_seen = len(seen)
             return Prefix(kept)
+        else:
+            messages = Prefix(self.messages)
         if convert is None:
             convert = default_convert_to_llm
         return await convert(messages)

@@ -375,7 +375,8 @@ async def _stream_block(
         await emit(builder.thinking_end(signature=block.thinking_signature))
     else:
         await emit(builder.toolcall_start(block.id or default_id, block.name))
-        for chunk in _chunks(_encode(block.arguments), size):
+        arguments = block.arguments
+        for chunk in _chunks(_encode(arguments) if arguments else "{}", size):
             if delay:
                 await trio.sleep(delay)
             elif cancelled():
