@@ -90,6 +90,21 @@ async def test_a_paused_body_resumes_when_the_test_says(clock: Any) -> None:
     assert seen[-1] == "done"
 
 
+async def test_a_listener_that_raises_is_not_taken_for_a_failure_of_the_stream(
+    clock: Any,
+) -> None:
+    """Only what reading the stream raises becomes an error reply: a listener's own
+    ``trio.TooSlowError`` (or any exception) propagates as it is."""
+
+    async def emit(event: Any) -> None:
+        if event.type == "text_delta":
+            raise trio.TooSlowError("the listener's own deadline")
+
+    async with serving(ScriptedResponse(body=TEXT, pieces=(1, 7))) as server:
+        with pytest.raises(trio.TooSlowError, match="the listener's own deadline"):
+            await openai_chat.stream(model(server.url), context(), options(), emit)
+
+
 async def test_no_response_head_within_the_first_byte_timeout_is_retried(clock: Any) -> None:
     stalled = ScriptedResponse(stall_before_head=True)
     async with serving(stalled, ScriptedResponse(body=TEXT)) as server:

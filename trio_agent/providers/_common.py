@@ -286,13 +286,21 @@ class HttpProvider:
             )
             async with opened as events:
                 await emit(builder.start())
-                next_event, feed = events.next, parser.feed  # the hot loop: one per chunk
-                while not parser.finished:
-                    event = await next_event()
-                    if event is None:
-                        break
-                    for stream_event in feed(event):
-                        await emit(stream_event)
+                feed = parser.feed
+                reading = True  # an exception now comes from the stream, not from a listener
+                try:
+                    async for event in events.events:  # the hot loop: one per chunk
+                        reading = False
+                        for stream_event in feed(event):
+                            await emit(stream_event)
+                        if parser.finished:
+                            break
+                        reading = True
+                except Exception as exc:  # the stream's own failures become ProviderFailure
+                    broken = events.failure(exc) if reading else None
+                    if broken is None:
+                        raise
+                    raise broken from None
                 for stream_event in parser.end():
                     await emit(stream_event)
                 if parser.finished:

@@ -174,20 +174,33 @@ class SseStream:
             response.stream = _IdleLimited(response.stream, idle)
         self._events = EventSource(response).aiter_sse()
 
+    @property
+    def events(self) -> AsyncIterator[ServerSentEvent]:
+        """The events themselves, for a hot loop; what it raises goes through :meth:`failure`."""
+        return self._events
+
+    def failure(self, exc: Exception) -> ProviderFailure | None:
+        """What an exception from reading :attr:`events` means: a failure of the stream
+        (an idle timeout, a malformed stream, a lost connection), or ``None``."""
+        if isinstance(exc, trio.TooSlowError):
+            return ProviderFailure(f"{self._name} sent nothing for {self._idle:g} s (idle timeout)")
+        if isinstance(exc, SSEError):
+            return ProviderFailure(f"malformed event stream from {self._name}: {exc}")
+        if isinstance(exc, httpx.HTTPError):
+            return ProviderFailure(f"connection to {self._name} lost: {_describe(exc)}")
+        return None
+
     async def next(self) -> ServerSentEvent | None:
         """The next event, or None at the end of the stream."""
         try:
             return await self._events.__anext__()
         except StopAsyncIteration:
             return None
-        except trio.TooSlowError:
-            raise ProviderFailure(
-                f"{self._name} sent nothing for {self._idle:g} s (idle timeout)"
-            ) from None
-        except SSEError as exc:
-            raise ProviderFailure(f"malformed event stream from {self._name}: {exc}") from None
-        except httpx.HTTPError as exc:
-            raise ProviderFailure(f"connection to {self._name} lost: {_describe(exc)}") from None
+        except Exception as exc:
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            raise failure from None
 
     async def drain(self) -> None:
         """Read what is left of a response that is done (its last bytes), so that its
