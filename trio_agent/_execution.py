@@ -415,38 +415,41 @@ def closing_batch_events(run: _Run, batch: Batch) -> Iterator[AgentEvent]:
 class UpdatePump:
     """Emits the updates of a tool that runs in the loop task (see the module docs).
 
-    Started on the first update of a run, it lives in the run's nursery until
-    the run closes it.
+    Its channel and its task are made on the first update of a run (most
+    calls report none); the task lives in the run's nursery until the run
+    closes the pump.
     """
 
-    __slots__ = ("_backlog", "_drained", "_receive", "_run", "_send", "_started")
+    __slots__ = ("_backlog", "_drained", "_receive", "_run", "_send")
 
     def __init__(self, run: _Run) -> None:
         self._run = run
-        self._send, self._receive = trio.open_memory_channel[ToolExecutionUpdate](math.inf)
+        self._send: trio.MemorySendChannel[ToolExecutionUpdate] | None = None
+        self._receive: trio.MemoryReceiveChannel[ToolExecutionUpdate] | None = None
         self._backlog = 0
         self._drained: trio.Event | None = None
-        self._started = False
 
     def push(self, event: ToolExecutionUpdate) -> None:
-        if not self._started:
-            self._started = True
-            self._run.nursery.start_soon(self._pump)
+        send = self._send
+        if send is None:
+            send, self._receive = trio.open_memory_channel[ToolExecutionUpdate](math.inf)
+            self._send = send
+            self._run.nursery.start_soon(self._pump, self._receive)
         self._backlog += 1
-        self._send.send_nowait(event)
+        send.send_nowait(event)
 
-    async def _pump(self) -> None:
+    async def _pump(self, receive: trio.MemoryReceiveChannel[ToolExecutionUpdate]) -> None:
         # Closed without a checkpoint: ``aclose()`` in a cancelled run would
         # raise ``Cancelled`` over a listener's exception and lose it.
         cancelled = cancel_probe()  # of this task
         try:
-            async for event in self._receive:
+            async for event in receive:
                 await self._run.emit(event, cancelled)
                 self._backlog -= 1
                 if self._backlog == 0 and self._drained is not None:
                     self._drained.set()
         finally:
-            self._receive.close()
+            receive.close()
 
     @property
     def backlog(self) -> int:
@@ -461,6 +464,5 @@ class UpdatePump:
             self._drained = None
 
     def close(self) -> None:
-        self._send.close()
-        if not self._started:  # no task to close the receiving end
-            self._receive.close()
+        if self._send is not None:  # the pump's task closes the receiving end
+            self._send.close()
