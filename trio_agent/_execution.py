@@ -120,15 +120,17 @@ class Batch:
 
     @property
     def messages(self) -> tuple[ToolResultMessage, ...]:
-        return tuple(state.message for state in self.calls if state.message is not None)
+        return tuple([state.message for state in self.calls if state.message is not None])
 
     @property
     def terminate(self) -> bool:
         """True when every result asks to terminate (and there is at least one)."""
         calls = self.calls
-        return bool(calls) and all(
-            s.result is not None and s.result.terminate is True for s in calls
-        )
+        for state in calls:  # a loop, not all(): this runs for every batch
+            result = state.result
+            if result is None or result.terminate is not True:
+                return False
+        return bool(calls)
 
 
 # --- the events of one call -----------------------------------------------------------
