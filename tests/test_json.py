@@ -526,34 +526,32 @@ def test_transcript_error_is_a_value_error_of_ours() -> None:
 
 
 def test_unknown_key_is_an_error() -> None:
-    expected = "invalid JSON for list:\n  extra fields found (colour) @ $[1]"
+    expected = "invalid transcript:\n  extra fields found (colour) @ $[1]"
     assert expected == problem_of([USER, {**USER, "colour": "red"}])
 
 
 def test_unknown_key_in_a_block_is_an_error() -> None:
     bad = {"role": "user", "content": [{"type": "text", "text": "a", "bold": True}]}
-    expected = "invalid JSON for list:\n  extra fields found (bold) @ $[1].content[0]"
+    expected = "invalid transcript:\n  extra fields found (bold) @ $[1].content[0]"
     assert expected == problem_of([USER, bad])
 
 
 def test_unknown_role_is_an_error() -> None:
     expected = (
-        f"invalid JSON for list:\n  unknown message role 'system' (known: {known_roles()}) @ $[1]"
+        f"invalid transcript:\n  unknown message role 'system' (known: {known_roles()}) @ $[1]"
     )
     assert expected == problem_of([USER, {"role": "system", "content": "x"}])
 
 
 def test_missing_role_is_an_error() -> None:
-    expected = (
-        f"invalid JSON for list:\n  unknown message role None (known: {known_roles()}) @ $[0]"
-    )
+    expected = f"invalid transcript:\n  unknown message role None (known: {known_roles()}) @ $[0]"
     assert expected == problem_of([{"content": "x"}])
 
 
 def test_unknown_block_type_is_an_error() -> None:
     bad = {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "video"}]}
     expected = (
-        "invalid JSON for list:\n"
+        "invalid transcript:\n"
         "  unknown content block type 'video' (known: image, text) @ $[1].content[1]"
     )
     assert expected == problem_of([USER, bad])
@@ -562,7 +560,7 @@ def test_unknown_block_type_is_an_error() -> None:
 def test_block_type_not_allowed_in_an_assistant_message_is_an_error() -> None:
     bad = {"role": "assistant", "content": [{"type": "image", "data": "A", "mimeType": "x"}]}
     expected = (
-        "invalid JSON for list:\n"
+        "invalid transcript:\n"
         "  unknown content block type 'image' (known: text, thinking, toolCall) @ $[0].content[0]"
     )
     assert expected == problem_of([bad])
@@ -571,7 +569,7 @@ def test_block_type_not_allowed_in_an_assistant_message_is_an_error() -> None:
 def test_block_type_not_allowed_in_a_user_message_is_an_error() -> None:
     bad = {"role": "user", "content": [{"type": "thinking", "thinking": "t"}]}
     expected = (
-        "invalid JSON for list:\n"
+        "invalid transcript:\n"
         "  unknown content block type 'thinking' (known: image, text) @ $[0].content[0]"
     )
     assert expected == problem_of([bad])
@@ -579,51 +577,64 @@ def test_block_type_not_allowed_in_a_user_message_is_an_error() -> None:
 
 def test_wrong_type_of_a_string_field_is_an_error() -> None:
     bad = {"role": "user", "content": [{"type": "text", "text": 5}]}
-    expected = "invalid JSON for list:\n  expected a string, got int 5 @ $[0].content[0].text"
+    expected = "invalid transcript:\n  expected a string, got int 5 @ $[0].content[0].text"
     assert expected == problem_of([bad])
 
 
 def test_wrong_type_of_a_boolean_field_is_an_error() -> None:
     bad = {"role": "toolResult", "toolCallId": "c", "toolName": "f", "isError": "false"}
-    expected = "invalid JSON for list:\n  expected true or false, got str 'false' @ $[0].isError"
+    expected = "invalid transcript:\n  expected true or false, got str 'false' @ $[0].isError"
     assert expected == problem_of([bad])
 
 
 def test_wrong_type_of_an_integer_field_is_an_error() -> None:
-    expected = "invalid JSON for list:\n  expected an integer, got str '7' @ $[0].timestamp"
+    expected = "invalid transcript:\n  expected an integer, got str '7' @ $[0].timestamp"
     assert expected == problem_of([{**USER, "timestamp": "7"}])
 
 
 def test_float_for_an_integer_field_is_an_error() -> None:
     bad = {"role": "assistant", "usage": {**ZERO_USAGE_JSON, "input": 1.5}}
-    expected = "invalid JSON for list:\n  expected an integer, got float 1.5 @ $[0].usage.input"
+    expected = "invalid transcript:\n  expected an integer, got float 1.5 @ $[0].usage.input"
     assert expected == problem_of([bad])
 
 
 def test_boolean_for_a_number_field_is_an_error() -> None:
     cost = {**ZERO_USAGE_JSON["cost"], "total": True}
     bad = {"role": "assistant", "usage": {**ZERO_USAGE_JSON, "cost": cost}}
-    expected = "invalid JSON for list:\n  expected a number, got bool True @ $[0].usage.cost.total"
+    expected = "invalid transcript:\n  expected a number, got bool True @ $[0].usage.cost.total"
     assert expected == problem_of([bad])
 
 
 def test_object_for_content_is_an_error() -> None:
     bad = {"role": "assistant", "content": {"type": "text", "text": "x"}}
     expected = (
-        "invalid JSON for list:\n"
+        "invalid transcript:\n"
         "  expected a JSON array, got dict {'type': 'text', 'text': 'x'} @ $[0].content"
     )
     assert expected == problem_of([bad])
 
 
 def test_string_for_assistant_content_is_an_error() -> None:
-    expected = "invalid JSON for list:\n  expected a JSON array, got str 'hi' @ $[0].content"
+    expected = "invalid transcript:\n  expected a JSON array, got str 'hi' @ $[0].content"
     assert expected == problem_of([{"role": "assistant", "content": "hi"}])
 
 
 def test_number_for_user_content_is_an_error() -> None:
-    expected = "invalid JSON for list:\n  expected a JSON array, got int 5 @ $[0].content"
+    expected = (
+        "invalid transcript:\n"
+        "  expected a string or a JSON array of content blocks, got int 5 @ $[0].content"
+    )
     assert expected == problem_of([{"role": "user", "content": 5}])
+
+
+def test_the_error_names_what_was_read() -> None:
+    bad = '{"role": "user", "content": 5}'
+    with pytest.raises(TranscriptError, match=r"^invalid UserMessage:\n"):
+        loads(bad, UserMessage)
+    with pytest.raises(TranscriptError, match=r"^invalid list\[UserMessage\]:\n"):
+        loads(f"[{bad}]", list[UserMessage])
+    with pytest.raises(TranscriptError, match=r"^invalid message:\n"):
+        loads("5", AgentMessage)
 
 
 def test_array_for_tool_arguments_is_an_error() -> None:
@@ -631,30 +642,30 @@ def test_array_for_tool_arguments_is_an_error() -> None:
         "role": "assistant",
         "content": [{"type": "toolCall", "id": "c", "name": "f", "arguments": [1]}],
     }
-    expected = "invalid JSON for list:\n  expected a mapping @ $[0].content[0].arguments"
+    expected = "invalid transcript:\n  expected a mapping @ $[0].content[0].arguments"
     assert expected == problem_of([bad])
 
 
 def test_a_transcript_must_be_an_array() -> None:
-    expected = "invalid JSON for list:\n  expected a JSON array, got dict {} @ $"
+    expected = "invalid transcript:\n  expected a JSON array, got dict {} @ $"
     assert expected == problem("{}")
 
 
 def test_a_message_must_be_an_object() -> None:
-    expected = "invalid JSON for list:\n  expected a JSON object (message), got int @ $[1]"
+    expected = "invalid transcript:\n  expected a JSON object (message), got int @ $[1]"
     assert expected == problem_of([USER, 5])
 
 
 def test_missing_required_key_is_an_error() -> None:
     bad = {"role": "toolResult", "toolName": "f", "timestamp": 1}
-    expected = "invalid JSON for list:\n  required field missing @ $[0].toolCallId"
+    expected = "invalid transcript:\n  required field missing @ $[0].toolCallId"
     assert expected == problem_of([bad])
 
 
 def test_unknown_stop_reason_is_an_error() -> None:
     expected = (
-        "invalid JSON for list:\n  unknown error (finished not in literal "
-        "typing.Literal['stop', 'length', 'toolUse', 'error', 'aborted']) @ $[0].stopReason"
+        "invalid transcript:\n  expected one of 'stop', 'length', 'toolUse', 'error', "
+        "'aborted', got 'finished' @ $[0].stopReason"
     )
     assert expected == problem_of([{"role": "assistant", "stopReason": "finished"}])
 
@@ -662,7 +673,7 @@ def test_unknown_stop_reason_is_an_error() -> None:
 def test_every_problem_is_listed() -> None:
     bad = [{"role": "user", "content": [{"type": "text"}], "extra": 1}, {"role": "nobody"}]
     expected = (
-        "invalid JSON for list:\n"
+        "invalid transcript:\n"
         "  required field missing @ $[0].content[0].text\n"
         "  extra fields found (extra) @ $[0]\n"
         f"  unknown message role 'nobody' (known: {known_roles()}) @ $[1]"
@@ -671,7 +682,7 @@ def test_every_problem_is_listed() -> None:
 
 
 def test_role_that_is_not_the_class_asked_for_is_an_error() -> None:
-    expected = "invalid JSON for UserMessage:\n  role 'assistant' is not 'user' @ $"
+    expected = "invalid UserMessage:\n  role 'assistant' is not 'user' @ $"
     assert expected == problem('{"role": "assistant", "content": "x"}', UserMessage)
 
 
@@ -683,7 +694,7 @@ def test_invalid_json_text_is_an_error() -> None:
 def test_from_json_error_names_the_path() -> None:
     with pytest.raises(TranscriptError) as info:
         from_json([USER, {**USER, "content": [{"type": "image", "data": "A"}]}])
-    expected = "invalid JSON for list:\n  required field missing @ $[1].content[0].mimeType"
+    expected = "invalid transcript:\n  required field missing @ $[1].content[0].mimeType"
     assert expected == str(info.value)
 
 
@@ -704,7 +715,7 @@ def test_custom_message_loads_inside_a_transcript() -> None:
 def test_custom_message_loading_is_strict() -> None:
     bad = {"role": "bookmark", "label": "x", "createdAt": "soon", "pinned": True}
     expected = (
-        "invalid JSON for list:\n"
+        "invalid transcript:\n"
         "  expected an integer, got str 'soon' @ $[0].createdAt\n"
         "  extra fields found (pinned) @ $[0]"
     )

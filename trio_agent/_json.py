@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -233,6 +233,11 @@ _converter.register_structure_hook(AgentMessage, _dispatch("role", _ALL_MESSAGES
 def _user_content(data: Any, _: Any) -> str | tuple[UserContent, ...]:
     if isinstance(data, str):
         return data
+    if not isinstance(data, list | tuple):
+        raise TypeError(
+            f"expected a string or a JSON array of content blocks, "
+            f"got {type(data).__name__} {data!r:.60}"
+        )
     content: tuple[UserContent, ...] = _converter.structure(data, tuple[UserContent, ...])
     return content
 
@@ -325,7 +330,22 @@ def _describe(exc: BaseException, into: Any) -> str:
     # what names the bad value ("unknown message role 'bob'").
     if isinstance(exc, ValueError | TypeError) and exc.args:
         return str(exc)
+    if typing.get_origin(into) is Literal and exc.args:  # cattrs: "x not in literal ..."
+        value = str(exc.args[0]).partition(" not in literal ")[0]
+        choices = ", ".join(repr(choice) for choice in typing.get_args(into))
+        return f"expected one of {choices}, got {value!r}"
     return format_exception(exc, into)
+
+
+def _what(into: Any) -> str:
+    """How an error names what was read: "transcript", "AssistantMessage", "list[UserMessage]"."""
+    if into == list[AgentMessage]:
+        return "transcript"
+    if typing.get_origin(into) is list:
+        return f"list[{', '.join(_what(arg) for arg in typing.get_args(into))}]"
+    if into == AgentMessage:
+        return "message"
+    return getattr(into, "__name__", None) or repr(into)
 
 
 def _problems(exc: BaseException, path: str) -> list[str]:
@@ -356,8 +376,7 @@ def from_json(data: Any, into: Any = list[AgentMessage]) -> Any:
         return _converter.structure(data, into)
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
         problems = _problems(exc, "$")
-        name = getattr(into, "__name__", None) or repr(into)
-        raise TranscriptError(f"invalid JSON for {name}:\n  " + "\n  ".join(problems)) from exc
+        raise TranscriptError(f"invalid {_what(into)}:\n  " + "\n  ".join(problems)) from exc
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:
