@@ -124,18 +124,22 @@ class AgentState:
 
     @property
     def system_prompt(self) -> str:
+        """The system prompt the next run uses."""
         return self._agent._system_prompt
 
     @property
     def model(self) -> Model:
+        """The model the next run uses."""
         return self._agent._model
 
     @property
     def thinking_level(self) -> ThinkingLevel:
+        """The reasoning level the next run asks for (``"off"``: none)."""
         return self._agent._thinking_level
 
     @property
     def tools(self) -> tuple[AgentTool, ...]:
+        """The tools the next run offers the model."""
         return self._agent._tools
 
     @property
@@ -337,16 +341,20 @@ class Agent:
         self._follow_ups.items.append(_as_message(message, "follow_up()"))
 
     def clear_steering_queue(self) -> None:
+        """Drop the steering messages not delivered yet."""
         self._steering.items = []
 
     def clear_follow_up_queue(self) -> None:
+        """Drop the follow-up messages not delivered yet."""
         self._follow_ups.items = []
 
     def clear_all_queues(self) -> None:
+        """Drop every queued steering and follow-up message."""
         self.clear_steering_queue()
         self.clear_follow_up_queue()
 
     def has_queued_messages(self) -> bool:
+        """Whether a steering or follow-up message waits to be delivered."""
         return bool(self._steering.items or self._follow_ups.items)
 
     # -- events -----------------------------------------------------------------------------------

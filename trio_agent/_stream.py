@@ -298,6 +298,7 @@ class AssistantMessageBuilder:
     # -- events -------------------------------------------------------------------
 
     def start(self) -> StreamStart:
+        """The ``start`` event: the reply begins (an empty partial message)."""
         return StreamStart(self._snap())
 
     def _begin(self, block: _OpenBlock) -> int:
@@ -325,10 +326,12 @@ class AssistantMessageBuilder:
         return block
 
     def text_start(self) -> TextStart:
+        """Open a text block (closing the open block, if any)."""
         index = self._begin(_OpenBlock("text"))
         return TextStart(index, self._snap())
 
     def text_delta(self, delta: str) -> TextDelta:
+        """More text for the open text block."""
         block = self._open
         if block is None or block.kind != "text":
             block = self._require("text")
@@ -342,6 +345,7 @@ class AssistantMessageBuilder:
         return TextDelta(len(self._done), delta, snap)
 
     def text_end(self, *, signature: str | None = None) -> TextEnd:
+        """Close the open text block (with the provider's ``signature``, if it sent one)."""
         self._require("text")
         if signature is not None:
             self._signature = signature
@@ -351,12 +355,14 @@ class AssistantMessageBuilder:
         return TextEnd(index, block.text, self._snap())
 
     def thinking_start(self, *, redacted: bool = False) -> ThinkingStart:
+        """Open a thinking block (``redacted``: its text is encrypted, kept for replay)."""
         block = _OpenBlock("thinking")
         block.redacted = redacted
         index = self._begin(block)
         return ThinkingStart(index, self._snap())
 
     def thinking_delta(self, delta: str) -> ThinkingDelta:
+        """More thinking for the open thinking block."""
         self._require("thinking").chunks.append(delta)
         return ThinkingDelta(len(self._done), delta, self._snap())
 
@@ -367,6 +373,7 @@ class AssistantMessageBuilder:
         self._signature = signature
 
     def thinking_end(self, *, signature: str | None = None) -> ThinkingEnd:
+        """Close the open thinking block (with its ``signature``, sent back for replay)."""
         self._require("thinking")
         if signature is not None:
             self._signature = signature
@@ -376,6 +383,7 @@ class AssistantMessageBuilder:
         return ThinkingEnd(index, block.thinking, self._snap())
 
     def toolcall_start(self, id: str, name: str) -> ToolCallStart:
+        """Open a tool call block: the call ``id`` and the tool's ``name``."""
         index = self._begin(_OpenBlock("toolCall", id, name))
         return ToolCallStart(index, self._snap())
 

@@ -258,9 +258,11 @@ class HttpProvider:
     def build_request(
         self, model: Model, context: LlmContext, options: StreamOptions, api_key: str | None
     ) -> HttpRequest:
+        """The HTTP request of one call: URL, headers (the key among them) and JSON body."""
         raise NotImplementedError
 
     def parser(self, model: Model, builder: AssistantMessageBuilder) -> Parser:
+        """A parser of this API's events for one call, making its events with ``builder``."""
         raise NotImplementedError
 
     async def stream(

@@ -178,7 +178,8 @@ class _Script:
 
 @attrs.frozen(kw_only=True, eq=False)
 class FauxModel(Model):
-    """A :class:`~trio_agent.Model` that carries its script (made by :func:`model`).
+    """A :class:`~trio_agent.Model` that carries its script: made by
+    :func:`trio_agent.providers.faux.model` (``trio_agent.testing.scripted_model``).
 
     Copies made with :func:`attrs.evolve` share the script and the record.
     """

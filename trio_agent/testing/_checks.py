@@ -55,6 +55,7 @@ class EventRecorder:
         return [event.message for event in self.of("message_end")]
 
     def clear(self) -> None:
+        """Forget the events recorded so far."""
         self.events.clear()
 
 
