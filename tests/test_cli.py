@@ -565,3 +565,31 @@ def test_every_documented_command_line_is_valid_and_the_demos_run(
     result = run_main([*argv, "--pace", "0"])
     assert result.code == 0, result
     assert result.out
+
+
+def test_a_transcript_that_cannot_be_saved_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    target = tmp_path / "no such folder" / "demo.json"
+    result = run_main(["demo", str(project(tmp_path)), "--pace", "0", "--save", str(target)])
+    assert result.code == 1, result
+    assert result.err.splitlines()[-1] == (
+        f"error: cannot save the transcript to {str(target)!r}: No such file or directory"
+    )
+    assert "Traceback" not in result.err
+    assert result.out  # the run itself was whole
+
+
+async def test_chat_tells_a_failed_save_and_goes_on(tmp_path: Path) -> None:
+    result = await cli(
+        ["chat", "--model", "openai-chat:x", "--base-url", "http://127.0.0.1:9/v1"],
+        env=environment(),
+        cwd=tmp_path,
+        stdin=b"/save missing/chat.json\n/save chat.json\n/save\n",
+    )
+    assert result.code == 0, result
+    lines = result.err.splitlines()
+    assert lines == [
+        "error: cannot save the transcript to 'missing/chat.json': No such file or directory",
+        "  saved 0 messages to chat.json",
+        "  /save needs an argument: /save FILE",
+    ]
+    assert trio_agent.loads((tmp_path / "chat.json").read_text()) == []

@@ -178,11 +178,20 @@ def _system_prompt(root: Path, given: str | None) -> str:
     )
 
 
+class SaveError(Exception):
+    """The transcript could not be written (exit code 1, the run itself is done)."""
+
+
 async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
     """Write the transcript to ``path``, replacing it whole (never half-written)."""
     temporary = trio.Path(f"{path}.tmp")
-    await temporary.write_text(dumps(list(messages), indent=1) + "\n", encoding="utf-8")
-    await temporary.replace(path)
+    try:
+        await temporary.write_text(dumps(list(messages), indent=1) + "\n", encoding="utf-8")
+        await temporary.replace(path)
+    except OSError as exc:
+        raise SaveError(
+            f"cannot save the transcript to {str(path)!r}: {exc.strerror or exc}"
+        ) from None
 
 
 async def _save_all(paths: Sequence[Path], messages: Sequence[AgentMessage]) -> None:
@@ -229,8 +238,8 @@ async def _one_run(agent: Agent, term: Terminal, prompt: str, saves: Sequence[Pa
                 failure = exc
             finally:
                 nursery.cancel_scope.cancel()
-                with trio.CancelScope(shield=True):
-                    await _save_all(saves, agent.state.messages)
+    with trio.CancelScope(shield=True):  # saved however the run ended
+        await _save_all(saves, agent.state.messages)
     if failure is not None:
         raise failure
     return EXIT_INTERRUPTED if interrupted else _outcome(agent)
@@ -311,7 +320,7 @@ def main(
         parser.commands[args.command].print_usage(err)
         print(f"trio-agent {args.command}: error: {exc}", file=err)
         return EXIT_USAGE
-    except TrioAgentError as exc:  # a saved session that does not load, ...
+    except (TrioAgentError, SaveError) as exc:  # a saved session that does not load, ...
         term.error(str(exc))
         return EXIT_ERROR
     except BrokenPipeError:  # the reader of stdout left (``| head``): not worth a word

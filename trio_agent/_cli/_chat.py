@@ -128,8 +128,8 @@ class Chat:
             when = "when this run would stop" if self._done is not None else "after the next answer"
             self.term.note(f"  (follow-up queued, sent {when})")
         elif command == "/save" and rest:
-            await self.save(Path(rest), self.agent.state.messages)
-            self.term.note(f"  saved {len(self.agent.state.messages)} messages to {rest}")
+            if await self._save(Path(rest)):
+                self.term.note(f"  saved {len(self.agent.state.messages)} messages to {rest}")
         elif command in ("/follow", "/save"):
             self.term.note(f"  {command} needs an argument: {command} {_ARGUMENTS[command]}")
         else:
@@ -143,10 +143,19 @@ class Chat:
         finally:
             if self.session is not None:
                 with trio.CancelScope(shield=True):
-                    await self.save(self.session, self.agent.state.messages)
+                    await self._save(self.session)
             self._done = None
             done.set()
             self._prompt()
+
+    async def _save(self, path: Path) -> bool:
+        """Save the conversation to ``path``; a failure is told, and the chat goes on."""
+        try:
+            await self.save(path, self.agent.state.messages)
+        except Exception as exc:
+            self.term.error(str(exc))
+            return False
+        return True
 
     async def _finished(self) -> None:
         """Wait for the current run (if any) to end."""
