@@ -593,3 +593,25 @@ async def test_chat_tells_a_failed_save_and_goes_on(tmp_path: Path) -> None:
         "  /save needs an argument: /save FILE",
     ]
     assert trio_agent.loads((tmp_path / "chat.json").read_text()) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ('[{"role": "robot"}]', "invalid transcript: unknown message role 'robot'"),
+        ("[{", "not valid JSON"),
+        (None, "Is a directory"),
+    ],
+)
+def test_a_session_that_does_not_load_is_one_line_and_exit_1(
+    tmp_path: Path, content: str | None, reason: str
+) -> None:
+    session = tmp_path / "session.json"
+    if content is None:
+        session.mkdir()
+    else:
+        session.write_text(content)
+    result = run_main(["run", "hi", "--model", "openai:x", "--session", str(session)])
+    assert result.code == 1, result
+    (line,) = result.err.splitlines()
+    assert line.startswith(f"error: cannot resume {str(session)!r}: {reason}")

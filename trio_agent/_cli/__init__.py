@@ -20,6 +20,7 @@ import contextlib
 import os
 import signal
 import sys
+import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -28,7 +29,7 @@ import trio
 
 from .._agent import Agent
 from .._config import ThinkingLevel
-from .._errors import TrioAgentError
+from .._errors import TranscriptError, TrioAgentError
 from .._json import dumps, loads
 from .._messages import AgentMessage, AssistantMessage
 from .._model import Model
@@ -56,7 +57,7 @@ ALIASES = {
     "google": google.API,
     "gemini": google.API,
 }
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+THINKING_LEVELS: tuple[str, ...] = typing.get_args(ThinkingLevel)
 
 
 class UsageError(Exception):
@@ -178,8 +179,8 @@ def _system_prompt(root: Path, given: str | None) -> str:
     )
 
 
-class SaveError(Exception):
-    """The transcript could not be written (exit code 1, the run itself is done)."""
+class SessionError(Exception):
+    """A transcript could not be saved or resumed: told in one line, exit code 1."""
 
 
 async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
@@ -189,7 +190,7 @@ async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
         await temporary.write_text(dumps(list(messages), indent=1) + "\n", encoding="utf-8")
         await temporary.replace(path)
     except OSError as exc:
-        raise SaveError(
+        raise SessionError(
             f"cannot save the transcript to {str(path)!r}: {exc.strerror or exc}"
         ) from None
 
@@ -200,10 +201,15 @@ async def _save_all(paths: Sequence[Path], messages: Sequence[AgentMessage]) -> 
 
 
 async def _load(path: Path | None) -> list[AgentMessage]:
+    """The transcript saved in ``path`` (none if there is no such file yet)."""
     if path is None or not await trio.Path(path).exists():
         return []
-    text = await trio.Path(path).read_text(encoding="utf-8")
-    messages: list[AgentMessage] = loads(text)
+    try:
+        text = await trio.Path(path).read_text(encoding="utf-8")
+        messages: list[AgentMessage] = loads(text)
+    except (OSError, UnicodeDecodeError, TranscriptError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SessionError(f"cannot resume {str(path)!r}: {reason}") from None
     return messages
 
 
@@ -320,7 +326,7 @@ def main(
         parser.commands[args.command].print_usage(err)
         print(f"trio-agent {args.command}: error: {exc}", file=err)
         return EXIT_USAGE
-    except (TrioAgentError, SaveError) as exc:  # a saved session that does not load, ...
+    except (TrioAgentError, SessionError) as exc:
         term.error(str(exc))
         return EXIT_ERROR
     except BrokenPipeError:  # the reader of stdout left (``| head``): not worth a word
