@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
+from ._frozen import fast_init
 from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResult, ToolResultMessage
 
 __all__ = [
@@ -101,6 +102,7 @@ class _WithPartial:
         return source.materialize()  # type: ignore[union-attr]  # a PartialSource
 
 
+@fast_init
 @attrs.frozen
 class StreamStart(_WithPartial):
     """The reply has begun (``start``)."""
@@ -111,6 +113,7 @@ class StreamStart(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class TextStart(_WithPartial):
     """A text block opened at ``content_index``."""
@@ -122,6 +125,7 @@ class TextStart(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class TextDelta(_WithPartial):
     """More text for the block at ``content_index``."""
@@ -134,6 +138,7 @@ class TextDelta(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class TextEnd(_WithPartial):
     """The text block at ``content_index`` is complete; ``content`` is its text."""
@@ -146,6 +151,7 @@ class TextEnd(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class ThinkingStart(_WithPartial):
     """A thinking block opened at ``content_index``."""
@@ -157,6 +163,7 @@ class ThinkingStart(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class ThinkingDelta(_WithPartial):
     """More reasoning text for the block at ``content_index``."""
@@ -169,6 +176,7 @@ class ThinkingDelta(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class ThinkingEnd(_WithPartial):
     """The thinking block at ``content_index`` is complete; ``content`` is its text."""
@@ -181,6 +189,7 @@ class ThinkingEnd(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class ToolCallStart(_WithPartial):
     """A tool call opened at ``content_index`` (its id and name are in ``partial``)."""
@@ -192,6 +201,7 @@ class ToolCallStart(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class ToolCallDelta(_WithPartial):
     """More of the JSON text of the arguments of the call at ``content_index``."""
@@ -204,6 +214,7 @@ class ToolCallDelta(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class ToolCallEnd(_WithPartial):
     """The call at ``content_index`` is complete: ``tool_call`` holds its parsed arguments."""
@@ -216,6 +227,7 @@ class ToolCallEnd(_WithPartial):
     )
 
 
+@fast_init
 @attrs.frozen
 class StreamDone:
     """The reply ended normally; ``message`` is final (``reason`` is its stop reason)."""
@@ -225,6 +237,7 @@ class StreamDone:
     message: AssistantMessage
 
 
+@fast_init
 @attrs.frozen
 class StreamError:
     """The reply ended in an error or was aborted; ``error`` is the final message."""
@@ -253,6 +266,7 @@ AssistantMessageEvent: TypeAlias = (
 # --- agent events ----------------------------------------------------------------
 
 
+@fast_init
 @attrs.frozen
 class AgentStart:
     """A run has begun."""
@@ -268,6 +282,7 @@ class AgentEnd:
     messages: tuple[AgentMessage, ...] = attrs.field(converter=_messages)
 
 
+@fast_init
 @attrs.frozen
 class TurnStart:
     """A turn has begun: injected messages, then one assistant reply and its tool calls."""
@@ -284,6 +299,7 @@ class TurnEnd:
     tool_results: tuple[ToolResultMessage, ...] = attrs.field(converter=_results)
 
 
+@fast_init
 @attrs.frozen
 class MessageStart:
     """A message enters the transcript (an assistant reply: it begins to stream)."""
@@ -292,6 +308,7 @@ class MessageStart:
     message: AgentMessage
 
 
+@fast_init
 @attrs.frozen
 class MessageUpdate:
     """The streaming assistant reply changed.
@@ -314,6 +331,7 @@ class MessageUpdate:
         return event.partial
 
 
+@fast_init
 @attrs.frozen
 class MessageEnd:
     """A message is complete and part of the transcript."""
@@ -322,6 +340,7 @@ class MessageEnd:
     message: AgentMessage
 
 
+@fast_init
 @attrs.frozen
 class ToolExecutionStart:
     """Tool call ``tool_call_id`` is about to be prepared and run (``args``: its raw arguments)."""
@@ -332,6 +351,7 @@ class ToolExecutionStart:
     args: Any
 
 
+@fast_init
 @attrs.frozen
 class ToolExecutionUpdate:
     """Tool call ``tool_call_id`` reported progress (``partial_result``)."""
@@ -343,6 +363,7 @@ class ToolExecutionUpdate:
     partial_result: ToolResult
 
 
+@fast_init
 @attrs.frozen
 class ToolExecutionEnd:
     """Tool call ``tool_call_id`` has its result."""
