@@ -1,4 +1,4 @@
-"""fast_init: the events it speeds up are the classes attrs made, with the same __init__."""
+"""fast_init: the classes it speeds up are the classes attrs made, with the same __init__."""
 
 from __future__ import annotations
 
@@ -7,29 +7,41 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
 
 import trio_agent
-from trio_agent import _events
+from tests._support import examples
+from trio_agent import _events, _messages
 from trio_agent._frozen import fast_init
+from trio_agent.testing import strategies as ts
 
 FAST = [
     cls
-    for cls in vars(_events).values()
+    for module in (_events, _messages)
+    for cls in vars(module).values()
     if isinstance(cls, type)
     and attrs.has(cls)
     and "<fast_init" in cls.__init__.__code__.co_filename
 ]
 
 
-def test_the_hot_events_have_it() -> None:
+def test_the_hot_classes_have_it() -> None:
     names = {cls.__name__ for cls in FAST}
-    assert {"TextDelta", "ThinkingDelta", "ToolCallDelta", "MessageUpdate"} <= names
-    assert {"MessageStart", "MessageEnd", "ToolExecutionStart", "ToolExecutionEnd"} <= names
+    assert {"TextDelta", "ThinkingDelta", "ToolCallDelta", "MessageUpdate", "TurnEnd"} <= names
+    assert {"AssistantMessage", "ToolResultMessage", "ToolCall", "TextContent"} <= names
 
 
 def twin(cls: type) -> type:
     """The same class as attrs makes it, without fast_init."""
-    fields = {field.name: attrs.field(alias=field.alias) for field in attrs.fields(cls)}
+    fields = {
+        field.name: attrs.field(
+            default=field.default,
+            converter=field.converter,
+            kw_only=field.kw_only,
+            alias=field.alias,
+        )
+        for field in attrs.fields(cls)
+    }
     made: type = attrs.make_class(cls.__name__, fields, frozen=True, slots=True)
     return made
 
@@ -39,19 +51,28 @@ def shape(cls: type) -> list[tuple[str, Any, Any]]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
 
 
+def arguments(instance: Any) -> dict[str, Any]:
+    """The keyword arguments that make ``instance`` again."""
+    return {f.alias: getattr(instance, f.name) for f in attrs.fields(type(instance))}
+
+
 @pytest.mark.parametrize("cls", FAST, ids=lambda cls: cls.__name__)
-def test_it_is_the_attrs_class_with_the_same_signature(cls: type) -> None:
-    reference = twin(cls)
-    assert shape(cls) == shape(reference)
+def test_it_has_the_signature_attrs_gives(cls: type) -> None:
+    assert shape(cls) == shape(twin(cls))
+
+
+@pytest.mark.parametrize("cls", [c for c in FAST if c.__module__ == _events.__name__])
+def test_an_event_is_frozen_hashed_and_compared_as_before(cls: type) -> None:
     values = [object() for _ in attrs.fields(cls)]
-    by_position, by_name = (
-        cls(*values),
-        cls(**{f.alias: v for f, v in zip(attrs.fields(cls), values, strict=True)}),
-    )
+    if cls in (_events.AgentEnd, _events.TurnEnd):  # their converters want sequences
+        values = [None, ()] if cls is _events.TurnEnd else [()]
+    by_position = cls(*values)
+    by_name = cls(**arguments(by_position))
     assert by_position == by_name
     assert hash(by_position) == hash(by_name)
-    assert attrs.astuple(by_position, recurse=False) == tuple(values)
-    assert attrs.astuple(reference(*values), recurse=False) == tuple(values)
+    assert attrs.astuple(by_position, recurse=False) == attrs.astuple(
+        twin(cls)(*values), recurse=False
+    )
     for field in attrs.fields(cls):
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             setattr(by_position, field.name, None)
@@ -61,17 +82,54 @@ def test_it_is_the_attrs_class_with_the_same_signature(cls: type) -> None:
         cls(*values, None)  # one too many
 
 
-def test_it_refuses_a_class_whose_fields_are_not_plain() -> None:
+@examples(0.2)
+@given(ts.messages())
+def test_a_message_made_again_is_the_same_with_and_without_fast_init(message: Any) -> None:
+    cls = type(message)
+    again = cls(**arguments(message))
+    assert again == message
+    assert attrs.astuple(twin(cls)(**arguments(message)), recurse=False) == attrs.astuple(
+        again, recurse=False
+    )
+    for block in getattr(message, "content", ()):
+        if not isinstance(block, str):
+            assert type(block)(**arguments(block)) == block
+
+
+def test_defaults_factories_and_converters_apply_as_attrs_applies_them() -> None:
+    message = trio_agent.AssistantMessage(content=[trio_agent.TextContent("hi")])
+    assert message.content == (trio_agent.TextContent("hi"),)  # the converter made a tuple
+    assert isinstance(message.timestamp, int)  # the factory ran
+    assert message.stop_reason == "stop"
+    assert trio_agent.AssistantMessage(timestamp=7).timestamp == 7
+    call = trio_agent.ToolCall("c1", "f")
+    assert call.arguments == {}
+    assert call.arguments is not trio_agent.ToolCall("c2", "f").arguments  # a fresh dict each
+    with pytest.raises(TypeError):
+        trio_agent.AssistantMessage("positional")  # type: ignore[call-arg, arg-type]
+    with pytest.raises(TypeError):
+        trio_agent.ToolResultMessage(tool_call_id="c1")  # type: ignore[call-arg]
+
+
+def test_it_refuses_what_it_cannot_copy() -> None:
     @attrs.frozen
-    class WithDefault:
-        value: int = 0
+    class Validated:
+        value: int = attrs.field(validator=attrs.validators.instance_of(int))
 
-    with pytest.raises(TypeError, match=r"WithDefault\.value is not a plain field"):
-        fast_init(WithDefault)
+    @attrs.frozen
+    class Posted:
+        value: int
+
+        def __attrs_post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"Validated\.value is not a field fast_init can copy"):
+        fast_init(Validated)
+    with pytest.raises(TypeError, match=r"Posted has an __attrs_pre_init__ or __attrs_post_init__"):
+        fast_init(Posted)
 
 
-def test_events_still_read_and_write_as_json() -> None:
-    message = trio_agent.AssistantMessage(content=(trio_agent.TextContent("hi"),))
-    event: Any = trio_agent.MessageEnd(message)
-    assert trio_agent.dumps(event) == trio_agent.dumps(_events.MessageEnd(message=message))
-    assert '"type": "message_end"' in trio_agent.dumps(event)
+def test_events_and_messages_still_read_and_write_as_json() -> None:
+    message = trio_agent.AssistantMessage(content=(trio_agent.TextContent("hi"),), timestamp=1)
+    assert trio_agent.loads(trio_agent.dumps([message])) == [message]
+    assert '"type": "message_end"' in trio_agent.dumps(_events.MessageEnd(message))

@@ -274,6 +274,7 @@ class AgentStart:
     type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
+@fast_init
 @attrs.frozen
 class AgentEnd:
     """A run has ended; ``messages`` are the messages it added, in order."""
@@ -290,6 +291,7 @@ class TurnStart:
     type: ClassVar[Literal["turn_start"]] = "turn_start"
 
 
+@fast_init
 @attrs.frozen
 class TurnEnd:
     """A turn has ended: its assistant ``message`` and the ``tool_results``, in source order."""

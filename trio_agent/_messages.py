@@ -23,6 +23,8 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
+from ._frozen import fast_init
+
 __all__ = [
     "AgentMessage",
     "AssistantContent",
@@ -57,6 +59,7 @@ def now_ms() -> int:
 # --- content blocks -----------------------------------------------------------
 
 
+@fast_init
 @attrs.frozen
 class TextContent:
     """A block of text, in any message."""
@@ -66,6 +69,7 @@ class TextContent:
     text_signature: str | None = attrs.field(default=None, kw_only=True)
 
 
+@fast_init
 @attrs.frozen
 class ThinkingContent:
     """The model's reasoning, in an assistant message.
@@ -80,6 +84,7 @@ class ThinkingContent:
     redacted: bool = attrs.field(default=False, kw_only=True)
 
 
+@fast_init
 @attrs.frozen
 class ImageContent:
     """An image, base64-encoded, in a user message or a tool result."""
@@ -89,6 +94,7 @@ class ImageContent:
     mime_type: str
 
 
+@fast_init
 @attrs.frozen
 class ToolCall:
     """A request from the model to run tool ``name`` with ``arguments`` (a parsed JSON object)."""
@@ -121,6 +127,7 @@ def _result_content(value: Iterable[ToolResultContent]) -> tuple[ToolResultConte
 # --- usage --------------------------------------------------------------------
 
 
+@fast_init
 @attrs.frozen(kw_only=True)
 class Cost:
     """What a reply cost, in the currency of the model's cost table."""
@@ -132,6 +139,7 @@ class Cost:
     total: float = 0.0
 
 
+@fast_init
 @attrs.frozen(kw_only=True)
 class Usage:
     """Tokens a reply used: ``input`` excludes cache reads, ``output`` includes reasoning."""
@@ -149,6 +157,7 @@ _NO_USAGE = Usage()
 # --- messages -----------------------------------------------------------------
 
 
+@fast_init
 @attrs.frozen
 class UserMessage:
     """A message from the user: a string, or text and image blocks."""
@@ -163,6 +172,7 @@ class UserMessage:
         return cls((TextContent(text), *images))
 
 
+@fast_init
 @attrs.frozen(kw_only=True)
 class AssistantMessage:
     """A reply of the model: text, thinking and tool calls, and why it stopped.
@@ -195,6 +205,7 @@ class AssistantMessage:
         return "".join(block.text for block in self.content if type(block) is TextContent)
 
 
+@fast_init
 @attrs.frozen(kw_only=True)
 class ToolResultMessage:
     """The result of tool call ``tool_call_id``, as the model will see it."""
@@ -209,6 +220,7 @@ class ToolResultMessage:
     timestamp: int = attrs.field(factory=now_ms)
 
 
+@fast_init
 @attrs.frozen(kw_only=True)
 class ToolResult:
     """What a tool returns (and what it reports as progress through ``on_update``).
