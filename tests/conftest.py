@@ -6,10 +6,20 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-# "ci" (the default) runs enough examples to matter and stays inside CI's time
-# budget; "dev" is for quick local runs: HYPOTHESIS_PROFILE=dev pytest.
+# "ci" (the default) runs enough examples to matter, stays inside CI's time
+# budget, and draws the same examples on every run: a change is judged on the
+# same 1,000 scenarios as the one before it. "explore" draws new ones each run
+# (a failure it finds is kept in .hypothesis/ and replayed first next time);
+# "dev" is for quick local runs: HYPOTHESIS_PROFILE=dev pytest.
 settings.register_profile(
-    "ci", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci",
+    max_examples=1000,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "explore", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -98,7 +98,12 @@ async def test_parallel_results_are_emitted_after_every_end() -> None:
     assert max(ends) < min(result_starts)
 
 
-async def test_calls_finishing_together_end_in_source_order() -> None:
+async def test_calls_finishing_together_end_in_source_order(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Calls that finish at the same moment (here the same virtual time) end in source
+    order, though Trio runs tasks woken together in a random order; calls that finish
+    at different moments end in the order they finished (the test below)."""
     reply = calls(*((f"t{i}", "sleep", {"ms": 5}) for i in range(8)))
     for _ in range(5):  # Trio shuffles tasks that run together; the order must not move
         _, recorder = await run(reply, [sleeper()])
@@ -201,7 +206,9 @@ async def test_a_failing_prepare_arguments_is_the_calls_error() -> None:
     assert results(messages) == [("t1", "'shape'", True)]
 
 
-async def test_a_tool_that_raises_gives_an_error_result_with_its_message() -> None:
+async def test_a_tool_that_raises_gives_an_error_result_with_its_message(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     async def execute(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
         raise OSError(f"disk full: {call_id}")
 
@@ -430,7 +437,9 @@ async def test_updates_are_emitted_while_a_lone_tool_runs() -> None:
     )
 
 
-async def test_updates_are_emitted_while_parallel_tools_run() -> None:
+async def test_updates_are_emitted_while_parallel_tools_run(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     release = trio.Event()
 
     async def execute(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:

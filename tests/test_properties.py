@@ -606,3 +606,27 @@ def test_a_listener_failing_on_a_tool_update_after_a_cancellation_fails_the_run(
     result = play(scenario, 0, via)
     assert type(result.raised) is InjectedFailure, repr(result.raised)
     assert str(result.raised) == "the listener failed at tool_execution_update #1"
+
+
+def test_a_slow_listener_does_not_reorder_the_ends_of_parallel_calls() -> None:
+    """Invariant 2, found by ``test_tool_and_hook_errors_are_results``: while a slow
+    listener is told of earlier reports, a call that finishes later must not overtake the
+    end of one that finished before it. Reports arriving together used to be put in
+    source order whenever they were made, so ``t0_2`` (finished at 27 ms) was reported
+    before ``t0_3`` (finished at 22 ms, its reports queued behind the listener)."""
+    calls = [faux.tool_call("work", {"n": i}, id=f"t0_{i}") for i in range(4)]
+    scenario = Scenario(
+        replies=[faux.reply(*calls), "done"],
+        behaviours={
+            "t0_0": ts.ToolBehaviour(),
+            "t0_1": ts.ToolBehaviour(updates=1),
+            "t0_2": ts.ToolBehaviour(duration=0.005),
+            "t0_3": ts.ToolBehaviour(updates=2),
+        },
+        listener_delay=0.001,
+    )
+    for via in ("loop", "agent"):
+        result = play(scenario, 0, via)
+        check_parallel_completion_order(result)
+        ends = [e.tool_call_id for e in result.events if e.type == "tool_execution_end"]
+        assert ends == ["t0_0", "t0_1", "t0_3", "t0_2"]

@@ -314,35 +314,38 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
     """Run several calls as child tasks; emit their updates and ends as they arrive."""
     send, receive = run.batch_channel()
+    now = trio.current_time  # each report carries the moment it was made
 
     async def child(state: CallState) -> None:
         def on_update(partial: ToolResult) -> None:
             if state.accepting:
-                send.send_nowait((state, _update_event(state, partial)))
+                send.send_nowait((now(), state, _update_event(state, partial)))
 
         await _execute(state, on_update)
         # The buffer is unbounded: reporting never blocks and never checkpoints,
         # so a call that finished (even in a shield, after an abort) has its
         # outcome in its slot whatever happens to the loop task.
-        send.send_nowait((state, None))
+        send.send_nowait((now(), state, None))
 
     for state in states:
         run.nursery.start_soon(child, state)
     remaining = len(states)
     while remaining:
         arrived = [await receive.receive()]
-        # Reports that arrive together (from tasks Trio ran in one scheduling
-        # batch, in an order it picks at random) are emitted in source order,
-        # each call's own reports keeping theirs: the trace of a scenario is
-        # the same on every run (invariant 13), as pi's is.
+        # Reports are emitted in the order they were made (invariant 2: ends
+        # in completion order), even those that piled up while a listener was
+        # slow. Those made at the same time (by tasks woken together at one
+        # virtual time, which Trio runs in an order it picks at random) go in
+        # source order, each call's own reports keeping theirs: the trace of a
+        # scenario on MockClock is the same on every run (invariant 13).
         while True:
             try:
                 arrived.append(receive.receive_nowait())
             except trio.WouldBlock:
                 break
         if len(arrived) > 1:
-            arrived.sort(key=lambda item: item[0].index)
-        for state, update in arrived:
+            arrived.sort(key=lambda item: (item[0], item[1].index))
+        for _, state, update in arrived:
             if update is None:
                 remaining -= 1
                 await _finalize(run, batch, state)

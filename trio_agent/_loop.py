@@ -39,8 +39,9 @@ Where this differs from pi-agent-core 0.85, and why:
 * Hooks see the context as read-only views, and the model's view of the
   transcript is kept incrementally for the default ``convert_to_llm``, so a
   turn's cost does not grow with the transcript.
-* Parallel calls that finish together (in one scheduling batch of Trio) end
-  in source order, so traces are reproducible (invariant 13).
+* Parallel calls that finish at the same (virtual) time end in source order,
+  so traces on ``MockClock`` are reproducible (invariant 13); others end in
+  the order they finished (invariant 2).
 """
 
 from __future__ import annotations
