@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent._stream import Timeouts
-from trio_agent.testing import ScriptedResponse, SSEServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -39,17 +37,6 @@ def io_clock() -> trio.testing.MockClock:
     timeout at once.
     """
     return trio.testing.MockClock(autojump_threshold=0.05)
-
-
-@asynccontextmanager
-async def serving(*responses: ScriptedResponse, seed: int = 0) -> AsyncIterator[SSEServer]:
-    async with trio.open_nursery() as nursery:
-        server = SSEServer(responses, seed=seed)
-        await server.start(nursery)
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel()
 
 
 @attrs.define

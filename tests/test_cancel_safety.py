@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests._providers import io_clock, serving
+from tests._providers import io_clock
 from tests._support import ECHO, make_tool
 from tests.test_provider_matrix import APIS, KEY, Api
 from trio_agent import (
@@ -35,6 +35,7 @@ from trio_agent.testing import (
     TaskWatcher,
     Trial,
     assert_cancel_safe,
+    open_sse_server,
     reply,
     scripted_model,
     tool_call,
@@ -119,7 +120,7 @@ def clock() -> trio.testing.MockClock:
 
 @pytest.mark.parametrize("api", APIS, ids=[api.name for api in APIS])
 async def test_every_provider_is_cancel_safe_over_loopback(clock: Any, api: Api) -> None:
-    async with serving() as server:
+    async with open_sse_server() as server:
 
         async def scenario(trial: Trial) -> None:
             server.add(ScriptedResponse(body=api_fixture(api, api.call_fixture)))

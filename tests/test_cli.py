@@ -26,13 +26,13 @@ import trio
 import trio.testing
 
 import trio_agent
-from tests._providers import fixture, serving
+from tests._providers import fixture
 from tests.test_provider_matrix import APIS, KEY, Api, event_end
 from trio_agent import AssistantMessage, ToolResultMessage, UserMessage
 from trio_agent._cli import _parser, main
 from trio_agent._cli._files import file_tools
 from trio_agent._cli._term import Terminal
-from trio_agent.testing import ScriptedResponse, check_transcript
+from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server
 
 BASE_PATHS = {
     "openai_chat": "/v1",
@@ -353,7 +353,7 @@ async def cli(
 async def test_run_calls_a_file_tool_and_streams_the_answer(api: Api, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text(NOTES)
     session = tmp_path / "session.json"
-    async with serving(search_call(api), answer(api)) as server:
+    async with open_sse_server(search_call(api), answer(api)) as server:
         argv = ["run", "Find ping", *model_options(api, server.url), "--session", str(session)]
         result = await cli(argv, env=keyed(api), cwd=tmp_path)
     assert result.code == 0, result
@@ -372,7 +372,7 @@ async def test_run_calls_a_file_tool_and_streams_the_answer(api: Api, tmp_path: 
 
 async def test_run_resumes_a_saved_session(api: Api, tmp_path: Path) -> None:
     session = tmp_path / "session.json"
-    async with serving(answer(api), answer(api)) as server:
+    async with open_sse_server(answer(api), answer(api)) as server:
         options = [*model_options(api, server.url), "--session", str(session)]
         first = await cli(["run", "first question", *options], env=keyed(api), cwd=tmp_path)
         second = await cli(["run", "second question", *options], env=keyed(api), cwd=tmp_path)
@@ -390,7 +390,7 @@ async def test_run_resumes_a_saved_session(api: Api, tmp_path: Path) -> None:
 async def test_a_provider_error_is_one_line_and_exit_1(api: Api, tmp_path: Path) -> None:
     body, _kind = api.error_body(401, "Invalid API key provided")
     refused = ScriptedResponse.error(401, body)
-    async with serving(refused) as server:
+    async with open_sse_server(refused) as server:
         result = await cli(
             ["run", "hi", *model_options(api, server.url)], env=keyed(api), cwd=tmp_path
         )
@@ -406,7 +406,7 @@ async def test_a_provider_error_is_one_line_and_exit_1(api: Api, tmp_path: Path)
 @pytest.mark.parametrize("api", [a for a in APIS if a.name != "openai_chat"], ids=lambda a: a.name)
 async def test_a_missing_key_is_one_line_naming_the_variable(api: Api, tmp_path: Path) -> None:
     """(An OpenAI-compatible server on this machine needs no key: see the next test.)"""
-    async with serving() as server:
+    async with open_sse_server() as server:
         result = await cli(
             ["run", "hi", *model_options(api, server.url)], env=environment(), cwd=tmp_path
         )
@@ -419,7 +419,7 @@ async def test_a_missing_key_is_one_line_naming_the_variable(api: Api, tmp_path:
 
 async def test_a_local_openai_compatible_server_needs_no_key(tmp_path: Path) -> None:
     (api,) = [a for a in APIS if a.name == "openai_chat"]
-    async with serving(answer(api)) as server:
+    async with open_sse_server(answer(api)) as server:
         result = await cli(
             ["run", "hi", *model_options(api, server.url)], env=environment(), cwd=tmp_path
         )
@@ -453,7 +453,7 @@ async def test_chat_answers_each_line_and_leaves_at_the_end_of_input(
     api: Api, tmp_path: Path
 ) -> None:
     (tmp_path / "notes.txt").write_text(NOTES)
-    async with serving(search_call(api), answer(api)) as server:
+    async with open_sse_server(search_call(api), answer(api)) as server:
         result = await cli(
             ["chat", *model_options(api, server.url)],
             env=keyed(api),
@@ -502,7 +502,7 @@ async def test_chat_lines_typed_while_it_works_steer_it_and_follow_ups_come_afte
     resume = trio.Event()
     first = ScriptedResponse(body=body, stall_after=event_end(body, api.first_text), resume=resume)
     more = [ScriptedResponse(body=body, pieces=(1, 7)) for _ in range(2)]
-    async with serving(first, *more) as server, trio.open_nursery() as nursery:
+    async with open_sse_server(first, *more) as server, trio.open_nursery() as nursery:
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url)],
             stdin=subprocess.PIPE,

@@ -19,11 +19,11 @@ import trio
 import trio.lowlevel
 
 import trio_agent
-from tests._providers import fixture, serving
+from tests._providers import fixture
 from tests.test_cli import environment, model_options, project
 from tests.test_provider_matrix import APIS, event_end
 from trio_agent import AssistantMessage, ToolResultMessage, UserMessage
-from trio_agent.testing import ScriptedResponse, check_transcript
+from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server
 
 ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 CTRL_C = b"\x03"
@@ -124,7 +124,7 @@ async def test_ctrl_c_in_chat_aborts_the_run_twice_leaves_and_the_session_resume
     body = fixture(api.name, "text.sse")
     stalled = ScriptedResponse(body=body, stall_after=event_end(body, api.first_text))
     env = environment(**{name: "sk-test" for name in api.env_keys})
-    async with serving(stalled, ScriptedResponse(body=body)) as server:
+    async with open_sse_server(stalled, ScriptedResponse(body=body)) as server:
         options = [*model_options(api, server.url), "--session", str(session)]
         async with on_a_terminal(["chat", *options], tmp_path, env) as terminal:
             await terminal.expect("> ")

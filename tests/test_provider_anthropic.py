@@ -20,7 +20,6 @@ from tests._providers import (
     fixture,
     io_clock,
     options,
-    serving,
 )
 from tests._support import ECHO
 from trio_agent import (
@@ -39,7 +38,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import anthropic
-from trio_agent.testing import EventRecorder, ScriptedResponse, check_event_grammar
+from trio_agent.testing import EventRecorder, ScriptedResponse, check_event_grammar, open_sse_server
 
 MODEL_ID = "claude-sonnet-4-5"
 IMAGE = ImageContent("aGk=", "image/png")
@@ -97,7 +96,7 @@ def usage(input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_a_text_reply(clock: Any, pieces: Any) -> None:
-    async with serving(sse("text.sse", pieces)) as server:
+    async with open_sse_server(sse("text.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -110,7 +109,7 @@ async def test_a_text_reply(clock: Any, pieces: Any) -> None:
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_pings_anywhere_are_ignored(clock: Any, pieces: Any) -> None:
-    async with serving(sse("pings.sse", pieces)) as server:
+    async with open_sse_server(sse("pings.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -121,7 +120,7 @@ async def test_pings_anywhere_are_ignored(clock: Any, pieces: Any) -> None:
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_thinking_keeps_its_signature(clock: Any, pieces: Any) -> None:
-    async with serving(sse("thinking.sse", pieces)) as server:
+    async with open_sse_server(sse("thinking.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url, reasoning=True))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -142,7 +141,7 @@ async def test_thinking_keeps_its_signature(clock: Any, pieces: Any) -> None:
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_redacted_thinking_is_kept_opaque(clock: Any, pieces: Any) -> None:
-    async with serving(sse("redacted_thinking.sse", pieces)) as server:
+    async with open_sse_server(sse("redacted_thinking.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url, reasoning=True))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -159,7 +158,7 @@ async def test_redacted_thinking_is_kept_opaque(clock: Any, pieces: Any) -> None
 async def test_a_tool_call_whose_json_is_split_mid_string_and_mid_escape(
     clock: Any, pieces: Any
 ) -> None:
-    async with serving(sse("tool_use.sse", pieces)) as server:
+    async with open_sse_server(sse("tool_use.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -176,7 +175,7 @@ async def test_a_tool_call_whose_json_is_split_mid_string_and_mid_escape(
 
 
 async def test_partial_tool_arguments_are_parsed_as_they_grow(clock: Any) -> None:
-    async with serving(sse("tool_use.sse")) as server:
+    async with open_sse_server(sse("tool_use.sse")) as server:
         result = await call(anthropic.stream, model(server.url))
     partials = [
         e.partial.content[1].arguments  # type: ignore[union-attr]  # a ToolCall, here
@@ -194,7 +193,7 @@ async def test_partial_tool_arguments_are_parsed_as_they_grow(clock: Any) -> Non
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_two_tool_calls(clock: Any, pieces: Any) -> None:
-    async with serving(sse("two_tool_calls.sse", pieces)) as server:
+    async with open_sse_server(sse("two_tool_calls.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -211,7 +210,7 @@ async def test_two_tool_calls(clock: Any, pieces: Any) -> None:
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_message_delta_updates_usage_field_by_field(clock: Any, pieces: Any) -> None:
-    async with serving(sse("usage_field_by_field.sse", pieces)) as server:
+    async with open_sse_server(sse("usage_field_by_field.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     # input_tokens null and cache_creation absent in message_delta: the start's values stay
     assert result.message.usage == usage(input=2000, output=57, cache_read=512, cache_write=100)
@@ -219,7 +218,7 @@ async def test_message_delta_updates_usage_field_by_field(clock: Any, pieces: An
 
 async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
     table = ModelCost(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
-    async with serving(sse("usage_field_by_field.sse")) as server:
+    async with open_sse_server(sse("usage_field_by_field.sse")) as server:
         result = await call(anthropic.stream, model(server.url, cost=table))
     cost = result.message.usage.cost
     assert (cost.input, cost.output, cost.cache_read, cost.cache_write) == pytest.approx(
@@ -230,7 +229,7 @@ async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_max_tokens_is_length_and_keeps_the_cut_tool_call(clock: Any, pieces: Any) -> None:
-    async with serving(sse("max_tokens_unterminated.sse", pieces)) as server:
+    async with open_sse_server(sse("max_tokens_unterminated.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -244,7 +243,7 @@ async def test_max_tokens_is_length_and_keeps_the_cut_tool_call(clock: Any, piec
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_server_tool_blocks_and_unknown_events_are_skipped(clock: Any, pieces: Any) -> None:
-    async with serving(sse("server_tool.sse", pieces)) as server:
+    async with open_sse_server(sse("server_tool.sse", pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     check_stream(result.events)
     assert final(result.message) == reply(
@@ -276,7 +275,7 @@ async def test_server_tool_blocks_and_unknown_events_are_skipped(clock: Any, pie
 async def test_failures_end_as_errors_keeping_what_arrived(
     clock: Any, name: str, error: str, kept: str, pieces: Any
 ) -> None:
-    async with serving(sse(name, pieces)) as server:
+    async with open_sse_server(sse(name, pieces)) as server:
         result = await call(anthropic.stream, model(server.url))
     check_stream(result.events)
     assert (result.message.stop_reason, result.message.error_message, result.message.text) == (
@@ -289,7 +288,7 @@ async def test_failures_end_as_errors_keeping_what_arrived(
 
 async def test_sensitive_is_an_error_naming_it(clock: Any) -> None:
     body = fixture("anthropic", "refusal.sse").replace(b'"refusal"', b'"sensitive"')
-    async with serving(ScriptedResponse(body=body)) as server:
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
         result = await call(anthropic.stream, model(server.url))
     assert result.message.error_message == (
         "anthropic stopped on sensitive content (stop_reason 'sensitive')"
@@ -306,7 +305,7 @@ async def test_sensitive_is_an_error_naming_it(clock: Any) -> None:
 )
 async def test_other_stop_reasons(clock: Any, reason: str, stop: str) -> None:
     body = fixture("anthropic", "text.sse").replace(b'"end_turn"', f'"{reason}"'.encode())
-    async with serving(ScriptedResponse(body=body)) as server:
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
         result = await call(anthropic.stream, model(server.url))
     assert (result.message.stop_reason, result.message.error_message) == (stop, None)
 
@@ -315,7 +314,7 @@ async def test_other_stop_reasons(clock: Any, reason: str, stop: str) -> None:
 
 
 async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> dict[str, Any]:
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(anthropic.stream, server_model(server.url), ctx, options(**opts))
     body: dict[str, Any] = server.requests[0].json
     body["_headers"] = server.requests[0].headers
@@ -636,7 +635,7 @@ async def test_tool_results_without_their_call_are_left_out(clock: Any) -> None:
 async def test_a_streamed_reply_goes_back_unchanged(
     clock: Any, name: str, replayed: list[dict[str, Any]]
 ) -> None:
-    async with serving(sse(name), sse("text.sse")) as server:
+    async with open_sse_server(sse(name), sse("text.sse")) as server:
         claude = model(server.url, reasoning=True)
         first = await call(anthropic.stream, claude)
         ctx = context(UserMessage.text("q"), first.message, UserMessage.text("again"))
@@ -656,7 +655,9 @@ def error(status: int, kind: str, message: str) -> ScriptedResponse:
 
 
 async def test_529_is_retried_then_succeeds(clock: Any) -> None:
-    async with serving(error(529, "overloaded_error", "Overloaded"), sse("text.sse")) as server:
+    async with open_sse_server(
+        error(529, "overloaded_error", "Overloaded"), sse("text.sse")
+    ) as server:
         start = trio.current_time()
         result = await call(anthropic.stream, model(server.url))
     assert (result.message.stop_reason, result.message.text) == ("stop", "Hello, wörld \u2028 ✓")
@@ -665,7 +666,9 @@ async def test_529_is_retried_then_succeeds(clock: Any) -> None:
 
 
 async def test_529_when_the_retries_run_out(clock: Any) -> None:
-    async with serving(*(error(529, "overloaded_error", "Overloaded") for _ in range(3))) as server:
+    async with open_sse_server(
+        *(error(529, "overloaded_error", "Overloaded") for _ in range(3))
+    ) as server:
         result = await call(anthropic.stream, model(server.url))
     assert result.message.error_message == "HTTP 529 from anthropic: overloaded_error: Overloaded"
     assert len(server.requests) == 3
@@ -673,7 +676,9 @@ async def test_529_when_the_retries_run_out(clock: Any) -> None:
 
 async def test_a_400_is_an_error_with_the_servers_message_and_not_retried(clock: Any) -> None:
     message = "messages.1.content.0.thinking.signature: Field required"
-    async with serving(error(400, "invalid_request_error", message), sse("text.sse")) as server:
+    async with open_sse_server(
+        error(400, "invalid_request_error", message), sse("text.sse")
+    ) as server:
         result = await call(anthropic.stream, model(server.url))
     assert (result.message.stop_reason, result.message.error_message) == (
         "error",
@@ -686,7 +691,7 @@ async def test_a_400_is_an_error_with_the_servers_message_and_not_retried(clock:
 async def test_the_key_never_appears_in_an_error(clock: Any) -> None:
     secret = "sk-ant-api03-secret"
     echoed = error(401, "authentication_error", f"invalid x-api-key: {secret}")
-    async with serving(echoed) as server:
+    async with open_sse_server(echoed) as server:
         result = await call(anthropic.stream, model(server.url), opts=options(api_key=secret))
     assert result.message.error_message == (
         "HTTP 401 from anthropic: authentication_error: invalid x-api-key: ***"
@@ -697,7 +702,7 @@ async def test_the_key_never_appears_in_an_error(clock: Any) -> None:
 
 async def test_an_in_band_error_with_the_key_is_scrubbed(clock: Any) -> None:
     body = fixture("anthropic", "in_band_error.sse").replace(b"Overloaded", b"bad key test-key")
-    async with serving(ScriptedResponse(body=body)) as server:
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
         result = await call(anthropic.stream, model(server.url))
     assert result.message.error_message == (
         "anthropic reported an error: overloaded_error: bad key ***"
@@ -708,7 +713,7 @@ async def test_no_key_is_an_error_before_any_request(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         result = await call(anthropic.stream, model(server.url), opts=options(api_key=None))
     assert server.requests == []
     assert result.message.error_message == (
@@ -721,7 +726,7 @@ async def test_the_key_comes_from_the_environment(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(anthropic.stream, model(server.url), opts=options(api_key=None))
     assert server.requests[0].headers["x-api-key"] == "env-key"
 
@@ -745,7 +750,7 @@ def test_the_model_constructor() -> None:
 
 async def test_the_whole_loop_runs_a_tool_and_sends_its_result(clock: Any) -> None:
     recorder = EventRecorder()
-    async with serving(sse("echo_call.sse"), sse("text.sse", (1, 7))) as server:
+    async with open_sse_server(sse("echo_call.sse"), sse("text.sse", (1, 7))) as server:
         messages = await run_agent_loop(
             [UserMessage.text("echo x")],
             AgentContext(tools=[ECHO]),

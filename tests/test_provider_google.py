@@ -19,7 +19,6 @@ from tests._providers import (
     fixture,
     io_clock,
     options,
-    serving,
 )
 from tests._support import ECHO
 from trio_agent import (
@@ -39,7 +38,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import google
-from trio_agent.testing import EventRecorder, ScriptedResponse, sse_body
+from trio_agent.testing import EventRecorder, ScriptedResponse, open_sse_server, sse_body
 
 MODEL_ID = "gemini-2.5-flash"
 NO_USAGE = Usage()
@@ -178,7 +177,7 @@ REPLIES = {
 async def test_every_body_gives_its_message_however_it_is_cut(
     clock: Any, name: str, pieces: Any
 ) -> None:
-    async with serving(sse(name, pieces), seed=len(name)) as server:
+    async with open_sse_server(sse(name, pieces), seed=len(name)) as server:
         result = await call(google.stream, model(server.url))
     check_stream(result.events)
     expected = REPLIES[name]
@@ -192,7 +191,7 @@ async def test_every_body_gives_its_message_however_it_is_cut(
 
 
 async def test_text_parts_are_deltas_of_one_block(clock: Any) -> None:
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         result = await call(google.stream, model(server.url))
     deltas = [e.delta for e in result.events if e.type == "text_delta"]
     assert (result.types, deltas) == (
@@ -202,7 +201,7 @@ async def test_text_parts_are_deltas_of_one_block(clock: Any) -> None:
 
 
 async def test_thought_parts_are_thinking_closed_before_the_text(clock: Any) -> None:
-    async with serving(sse("thinking.sse")) as server:
+    async with open_sse_server(sse("thinking.sse")) as server:
         result = await call(google.stream, model(server.url))
     assert result.types == [
         "start",
@@ -219,7 +218,7 @@ async def test_thought_parts_are_thinking_closed_before_the_text(clock: Any) -> 
 
 
 async def test_a_signature_in_an_empty_last_part_goes_on_the_open_block(clock: Any) -> None:
-    async with serving(sse("signature_last.sse")) as server:
+    async with open_sse_server(sse("signature_last.sse")) as server:
         result = await call(google.stream, model(server.url))
     ends = [e for e in result.events if e.type == "text_end"]
     assert [e.partial.content for e in ends] == [
@@ -240,7 +239,7 @@ async def test_a_second_signature_starts_a_new_block(clock: Any) -> None:
         + [(None, {"candidates": [{"finishReason": "STOP", "index": 0}]})],
         crlf=True,
     )
-    async with serving(ScriptedResponse(body=body)) as server:
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
         result = await call(google.stream, model(server.url))
     check_stream(result.events)
     assert result.message.content == (
@@ -251,7 +250,7 @@ async def test_a_second_signature_starts_a_new_block(clock: Any) -> None:
 
 
 async def test_a_function_call_is_one_start_delta_and_end(clock: Any) -> None:
-    async with serving(sse("function_call.sse")) as server:
+    async with open_sse_server(sse("function_call.sse")) as server:
         result = await call(google.stream, model(server.url))
     calls = [
         (e.type, getattr(e, "delta", None), e.content_index)  # type: ignore[union-attr]
@@ -271,7 +270,7 @@ async def test_a_function_call_is_one_start_delta_and_end(clock: Any) -> None:
 
 
 async def test_the_partial_call_holds_its_arguments_from_the_delta_on(clock: Any) -> None:
-    async with serving(sse("function_call.sse")) as server:
+    async with open_sse_server(sse("function_call.sse")) as server:
         result = await call(google.stream, model(server.url))
     delta = next(e for e in result.events if e.type == "toolcall_delta")
     assert delta.partial.content[1] == ToolCall(
@@ -280,7 +279,7 @@ async def test_the_partial_call_holds_its_arguments_from_the_delta_on(clock: Any
 
 
 async def test_two_calls_in_one_chunk_are_two_blocks(clock: Any) -> None:
-    async with serving(sse("two_calls.sse")) as server:
+    async with open_sse_server(sse("two_calls.sse")) as server:
         result = await call(google.stream, model(server.url))
     assert result.types == ["start"] + ["toolcall_start", "toolcall_delta", "toolcall_end"] * 2 + [
         "done"
@@ -288,14 +287,14 @@ async def test_two_calls_in_one_chunk_are_two_blocks(clock: Any) -> None:
 
 
 async def test_generated_ids_are_the_same_for_the_same_reply(clock: Any) -> None:
-    async with serving(sse("function_call.sse"), sse("function_call.sse")) as server:
+    async with open_sse_server(sse("function_call.sse"), sse("function_call.sse")) as server:
         first = await call(google.stream, model(server.url))
         second = await call(google.stream, model(server.url))
     assert [c.id for c in first.message.tool_calls] == [c.id for c in second.message.tool_calls]
 
 
 async def test_usage_is_cumulative_each_report_replaces_the_last(clock: Any) -> None:
-    async with serving(sse("cumulative_usage.sse")) as server:
+    async with open_sse_server(sse("cumulative_usage.sse")) as server:
         result = await call(google.stream, model(server.url, "gemini-2.5-pro"))
     usages = [e.partial.usage for e in result.events if e.type.endswith("_delta")]  # type: ignore[union-attr]
     assert usages == [
@@ -306,7 +305,7 @@ async def test_usage_is_cumulative_each_report_replaces_the_last(clock: Any) -> 
 
 
 async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
-    async with serving(sse("cumulative_usage.sse")) as server:
+    async with open_sse_server(sse("cumulative_usage.sse")) as server:
         priced = model(server.url, cost=ModelCost(input=1.25, output=10.0, cache_read=0.31))
         result = await call(google.stream, priced)
     cost = result.message.usage.cost
@@ -317,7 +316,7 @@ async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
 
 
 async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> Any:
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(google.stream, server_model(server.url), ctx, options(**opts))
     return server.requests[0]
 
@@ -547,7 +546,7 @@ QUOTA = (
 
 
 async def test_a_429_is_retried_then_the_reply_streams(clock: Any) -> None:
-    async with serving(error(429, QUOTA), sse("text.sse")) as server:
+    async with open_sse_server(error(429, QUOTA), sse("text.sse")) as server:
         result = await call(google.stream, model(server.url))
     assert (result.message.stop_reason, result.message.text, len(server.requests)) == (
         "stop",
@@ -557,7 +556,7 @@ async def test_a_429_is_retried_then_the_reply_streams(clock: Any) -> None:
 
 
 async def test_a_429_without_retries_says_resource_exhausted(clock: Any) -> None:
-    async with serving(error(429, QUOTA)) as server:
+    async with open_sse_server(error(429, QUOTA)) as server:
         result = await call(google.stream, model(server.url), opts=options(max_retries=0))
     assert result.message.error_message == (
         "HTTP 429 from google: RESOURCE_EXHAUSTED: You exceeded your current quota, "
@@ -579,7 +578,7 @@ async def test_the_key_never_appears_in_an_error(clock: Any) -> None:
         ],
         crlf=True,
     )
-    async with serving(error(400, echoed), ScriptedResponse(body=in_band)) as server:
+    async with open_sse_server(error(400, echoed), ScriptedResponse(body=in_band)) as server:
         first = await call(google.stream, model(server.url), opts=options(api_key="AIzaSy-secret"))
         second = await call(google.stream, model(server.url), opts=options(api_key="AIzaSy-secret"))
     assert (first.message.error_message, second.message.error_message) == (
@@ -594,7 +593,7 @@ async def test_no_key_is_an_error_before_any_request(
 ) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         result = await call(google.stream, model(server.url), opts=options(api_key=None))
     assert (server.requests, result.types, result.message.error_message) == (
         [],
@@ -609,7 +608,7 @@ async def test_the_key_comes_from_google_api_key_too(
 ) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.setenv("GOOGLE_API_KEY", "env-key")
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(google.stream, model(server.url), opts=options(api_key=None))
     assert server.requests[0].headers["x-goog-api-key"] == "env-key"
 
@@ -617,7 +616,7 @@ async def test_the_key_comes_from_google_api_key_too(
 async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
     body = fixture("google", "text.sse")
     after_hello = body.index(b"\r\n\r\n", body.index(b'"Hello"')) + 4
-    async with serving(
+    async with open_sse_server(
         ScriptedResponse(body=body, pieces=(1, 7), drop_after=after_hello + 20)
     ) as server:
         result = await call(google.stream, model(server.url))
@@ -632,7 +631,7 @@ async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
 
 
 async def test_a_tool_loop_replays_the_call_with_its_signature(clock: Any) -> None:
-    async with serving(sse("echo_call.sse", (1, 7)), sse("echo_answer.sse")) as server:
+    async with open_sse_server(sse("echo_call.sse", (1, 7)), sse("echo_answer.sse")) as server:
         messages = await run_agent_loop(
             [UserMessage.text("ping")],
             AgentContext(tools=[ECHO]),

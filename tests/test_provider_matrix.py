@@ -23,7 +23,7 @@ import trio.lowlevel
 import trio.testing
 
 import trio_agent
-from tests._providers import Call, call, check_stream, fixture, io_clock, options, serving
+from tests._providers import Call, call, check_stream, fixture, io_clock, options
 from trio_agent import (
     Agent,
     AgentEvent,
@@ -44,6 +44,7 @@ from trio_agent.testing import (
     SSEServer,
     check_event_grammar,
     check_transcript,
+    open_sse_server,
 )
 
 KEY = "sk-matrix-SECRET-4242"
@@ -396,7 +397,7 @@ def test_the_table_matches_the_fixtures() -> None:
 
 async def test_a_dropped_connection_keeps_what_arrived(api: Api, clock: Any) -> None:
     dropped = ScriptedResponse(body=api.body, pieces=(1, 7), drop_after=api.after_text + 20)
-    async with serving(dropped, ScriptedResponse(body=api.body)) as server:
+    async with open_sse_server(dropped, ScriptedResponse(body=api.body)) as server:
         result = await call(api.stream, api.model(server.url))
     error = error_reply(result, api.partial)
     assert error.startswith(f"connection to {api.label} lost: ")
@@ -405,7 +406,9 @@ async def test_a_dropped_connection_keeps_what_arrived(api: Api, clock: Any) -> 
 
 
 async def test_a_stall_past_the_idle_timeout_is_an_error(api: Api, clock: Any) -> None:
-    async with serving(ScriptedResponse(body=api.body, stall_after=api.after_text)) as server:
+    async with open_sse_server(
+        ScriptedResponse(body=api.body, stall_after=api.after_text)
+    ) as server:
         start = trio.current_time()
         result = await call(
             api.stream, api.model(server.url), opts=options(timeouts=Timeouts(idle=5))
@@ -420,7 +423,7 @@ async def test_a_stall_past_the_idle_timeout_is_an_error(api: Api, clock: Any) -
 
 async def test_a_malformed_event_after_some_text_is_an_error(api: Api, clock: Any) -> None:
     body = api.body[: api.after_text] + api.malformed + api.body[api.after_text :]
-    async with serving(ScriptedResponse(body=body, pieces=(1, 7))) as server:
+    async with open_sse_server(ScriptedResponse(body=body, pieces=(1, 7))) as server:
         result = await call(api.stream, api.model(server.url))
     error = error_reply(result, api.partial)  # nothing after the broken event is taken
     assert error.startswith(api.malformed_error)
@@ -431,7 +434,7 @@ async def test_a_stream_that_ends_before_its_terminal_event_is_an_error(
     api: Api, clock: Any
 ) -> None:
     body = api.body[: event_start(api.body, api.terminal)]
-    async with serving(ScriptedResponse(body=body, pieces=(1, 7))) as server:
+    async with open_sse_server(ScriptedResponse(body=body, pieces=(1, 7))) as server:
         result = await call(api.stream, api.model(server.url))
     assert error_reply(result, api.truncated) == api.ended_early
     assert result.types[0] == "start"
@@ -442,7 +445,7 @@ async def test_client_errors_are_not_retried_and_never_show_the_key(
     api: Api, clock: Any, status: int
 ) -> None:
     refused, expected = http_error(api, status, f"Request refused for key {KEY}.")
-    async with serving(refused, ScriptedResponse(body=api.body)) as server:
+    async with open_sse_server(refused, ScriptedResponse(body=api.body)) as server:
         result = await call(api.stream, api.model(server.url), opts=options(api_key=KEY))
     assert error_reply(result, "") == expected.replace(KEY, "***")
     assert result.types == ["error"]
@@ -460,7 +463,7 @@ async def test_429_is_retried_then_succeeds(
     api: Api, clock: Any, headers: dict[str, str], waited: tuple[float, float]
 ) -> None:
     limited, _ = http_error(api, 429, "Rate limit reached.", **headers)
-    async with serving(limited, ScriptedResponse(body=api.body, pieces=(1, 7))) as server:
+    async with open_sse_server(limited, ScriptedResponse(body=api.body, pieces=(1, 7))) as server:
         start = trio.current_time()
         result = await call(api.stream, api.model(server.url))
         elapsed = trio.current_time() - start
@@ -475,7 +478,7 @@ async def test_429_is_retried_then_succeeds(
 @pytest.mark.parametrize("status", [500, 529])
 async def test_server_errors_are_retried_with_backoff(api: Api, clock: Any, status: int) -> None:
     failing = [http_error(api, status, "The server had an error.")[0] for _ in range(2)]
-    async with serving(*failing, ScriptedResponse(body=api.body)) as server:
+    async with open_sse_server(*failing, ScriptedResponse(body=api.body)) as server:
         start = trio.current_time()
         result = await call(api.stream, api.model(server.url))
         elapsed = trio.current_time() - start
@@ -489,7 +492,7 @@ async def test_server_errors_end_the_reply_when_the_retries_run_out(
     api: Api, clock: Any, status: int
 ) -> None:
     failing = [http_error(api, status, "Overloaded.") for _ in range(3)]
-    async with serving(*(response for response, _ in failing)) as server:
+    async with open_sse_server(*(response for response, _ in failing)) as server:
         result = await call(api.stream, api.model(server.url), opts=options(max_retries=2))
     assert error_reply(result, "") == failing[0][1]
     assert failing[0][1].startswith(f"HTTP {status} from {api.label}: ")
@@ -502,7 +505,7 @@ async def test_no_key_is_an_error_before_any_request(
 ) -> None:
     for name in api.env_keys:
         monkeypatch.delenv(name, raising=False)
-    async with serving(ScriptedResponse(body=api.body)) as server:
+    async with open_sse_server(ScriptedResponse(body=api.body)) as server:
         result = await call(api.stream, api.model(server.url), opts=options(api_key=None))
     names = " or ".join(api.env_keys)
     assert error_reply(result, "") == (
@@ -516,7 +519,7 @@ async def test_errors_name_the_provider_label_of_the_model(api: Api, clock: Any)
     """A model served by someone else (a proxy, a compatible server) has its own label;
     every error says who failed with that label, as the "no API key" error does."""
     label = "acme"
-    async with serving(
+    async with open_sse_server(
         http_error(api, 500, "The server had an error.")[0],
         ScriptedResponse(body=api.body, drop_after=api.after_text + 20),
         ScriptedResponse(body=api.body, stall_after=api.after_text),
@@ -611,7 +614,7 @@ async def test_an_agent_runs_a_tool_and_sends_its_result_back(api: Api, clock: A
     recorder = EventRecorder()
     tool_call = ScriptedResponse(body=fixture(api.name, api.call_fixture), pieces=(1, 7))
     answer = ScriptedResponse(body=fixture(api.name, api.answer_fixture), pieces=(1, 7))
-    async with serving(tool_call, answer) as server:
+    async with open_sse_server(tool_call, answer) as server:
         agent = Agent(api.model(server.url), tools=[echo], api_key=KEY)
         agent.subscribe(recorder)
         with trio.fail_after(30):

@@ -18,7 +18,6 @@ from tests._providers import (
     fixture,
     io_clock,
     options,
-    serving,
 )
 from tests._support import ECHO
 from trio_agent import (
@@ -33,7 +32,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import openai_chat
-from trio_agent.testing import ScriptedResponse
+from trio_agent.testing import ScriptedResponse, open_sse_server
 
 
 @pytest.fixture
@@ -53,7 +52,7 @@ def model(url: str, **kwargs: Any) -> Any:
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_a_text_reply(clock: Any, pieces: Any) -> None:
-    async with serving(sse("text.sse", pieces)) as server:
+    async with open_sse_server(sse("text.sse", pieces)) as server:
         result = await call(openai_chat.stream, model(server.url))
     check_stream(result.events)
     message = result.message
@@ -70,7 +69,7 @@ async def test_a_text_reply(clock: Any, pieces: Any) -> None:
 
 @pytest.mark.parametrize("pieces", PIECES)
 async def test_tool_calls_arguments_across_pieces(clock: Any, pieces: Any) -> None:
-    async with serving(sse("tool_calls.sse", pieces)) as server:
+    async with open_sse_server(sse("tool_calls.sse", pieces)) as server:
         result = await call(openai_chat.stream, model(server.url))
     check_stream(result.events)
     assert result.message.content == (
@@ -84,7 +83,7 @@ async def test_tool_calls_arguments_across_pieces(clock: Any, pieces: Any) -> No
 
 
 async def test_partial_tool_arguments_are_parsed_as_they_grow(clock: Any) -> None:
-    async with serving(sse("tool_calls.sse")) as server:
+    async with open_sse_server(sse("tool_calls.sse")) as server:
         result = await call(openai_chat.stream, model(server.url))
     partials = [
         e.partial.content[0].arguments  # type: ignore[union-attr]  # a ToolCall, here
@@ -98,7 +97,7 @@ async def test_partial_tool_arguments_are_parsed_as_they_grow(clock: Any) -> Non
 async def test_reasoning_content_is_thinking_and_goes_back_in_the_same_field(
     clock: Any, pieces: Any
 ) -> None:
-    async with serving(sse("reasoning_content.sse", pieces), sse("text.sse")) as server:
+    async with open_sse_server(sse("reasoning_content.sse", pieces), sse("text.sse")) as server:
         first = await call(openai_chat.stream, model(server.url, provider="deepseek"))
         assert first.message.content == (
             ThinkingContent("First, think.", thinking_signature="reasoning_content"),
@@ -112,7 +111,7 @@ async def test_reasoning_content_is_thinking_and_goes_back_in_the_same_field(
 
 
 async def test_only_the_first_reasoning_field_counts(clock: Any) -> None:
-    async with serving(sse("both_reasoning_fields.sse")) as server:
+    async with open_sse_server(sse("both_reasoning_fields.sse")) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.content == (
         ThinkingContent("Same text", thinking_signature="reasoning_content"),
@@ -121,7 +120,7 @@ async def test_only_the_first_reasoning_field_counts(clock: Any) -> None:
 
 
 async def test_ollama_reasoning_and_a_whole_tool_call_in_one_fragment(clock: Any) -> None:
-    async with serving(sse("ollama_reasoning_whole_call.sse", (1, 7))) as server:
+    async with open_sse_server(sse("ollama_reasoning_whole_call.sse", (1, 7))) as server:
         local = openai_chat.model("qwen3", base_url=server.url + "/v1")
         result = await call(openai_chat.stream, local, opts=options(api_key=None))
     check_stream(result.events)
@@ -134,7 +133,7 @@ async def test_ollama_reasoning_and_a_whole_tool_call_in_one_fragment(clock: Any
 
 
 async def test_tool_calls_without_an_index_are_told_apart_by_id(clock: Any) -> None:
-    async with serving(sse("no_index.sse", (1, 5))) as server:
+    async with open_sse_server(sse("no_index.sse", (1, 5))) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.content == (
         ToolCall("function-call-1", "lookup", {"q": "one"}),
@@ -144,7 +143,7 @@ async def test_tool_calls_without_an_index_are_told_apart_by_id(clock: Any) -> N
 
 
 async def test_a_reused_index_with_a_new_id_and_null_ids(clock: Any) -> None:
-    async with serving(sse("reused_index_null_ids.sse")) as server:
+    async with open_sse_server(sse("reused_index_null_ids.sse")) as server:
         result = await call(openai_chat.stream, model(server.url))
     calls = result.message.tool_calls
     assert [(c.id, c.name, c.arguments) for c in calls][:2] == [
@@ -166,13 +165,13 @@ async def test_a_reused_index_with_a_new_id_and_null_ids(clock: Any) -> None:
 async def test_usage_where_compatible_servers_put_it(
     clock: Any, name: str, usage: Usage, stop: str
 ) -> None:
-    async with serving(sse(name)) as server:
+    async with open_sse_server(sse(name)) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert (result.message.usage, result.message.stop_reason) == (usage, stop)
 
 
 async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         priced = model(server.url, cost=ModelCost(input=2.0, output=8.0, cache_read=0.5))
         result = await call(openai_chat.stream, priced)
     cost = result.message.usage.cost
@@ -201,7 +200,7 @@ async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
 async def test_failures_in_the_stream_end_as_errors_keeping_what_arrived(
     clock: Any, name: str, error: str, kept: str
 ) -> None:
-    async with serving(sse(name, (1, 7))) as server:
+    async with open_sse_server(sse(name, (1, 7))) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert (result.message.stop_reason, result.message.error_message, result.message.text) == (
         "error",
@@ -215,7 +214,7 @@ async def test_failures_in_the_stream_end_as_errors_keeping_what_arrived(
 
 
 async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> dict[str, Any]:
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(openai_chat.stream, server_model(server.url), ctx, options(**opts))
     body: dict[str, Any] = server.requests[0].json
     body["_headers"] = server.requests[0].headers
@@ -381,7 +380,7 @@ async def test_no_key_is_an_error_before_any_request(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         result = await call(openai_chat.stream, model(server.url), opts=options(api_key=None))
     assert server.requests == []
     assert result.message.error_message == (
@@ -394,6 +393,6 @@ async def test_the_key_comes_from_the_environment(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(openai_chat.stream, model(server.url), opts=options(api_key=None))
     assert server.requests[0].headers["authorization"] == "Bearer env-key"

@@ -22,7 +22,6 @@ from tests._providers import (
     fixture,
     io_clock,
     options,
-    serving,
 )
 from tests._support import ECHO, make_tool
 from trio_agent import (
@@ -41,7 +40,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import openai_responses
-from trio_agent.testing import EventRecorder, ScriptedResponse, SSEServer, sse_body
+from trio_agent.testing import EventRecorder, ScriptedResponse, SSEServer, open_sse_server, sse_body
 
 FIXTURE_NAMES = sorted(path.name for path in (FIXTURES / "openai_responses").glob("*.sse"))
 ENCRYPTED = "gAAAAABoEnc-rYpt3d_Bl0b=="
@@ -83,7 +82,7 @@ def reply(*content: Any, stop_reason: Any = "stop", id: str = "gpt-4.1") -> Assi
 
 
 async def replay(name: str, pieces: Any = None, **model_kwargs: Any) -> Call:
-    async with serving(sse(name, pieces)) as server:
+    async with open_sse_server(sse(name, pieces)) as server:
         result = await call(openai_responses.stream, model(server.url, **model_kwargs))
     check_stream(result.events)
     return result
@@ -155,7 +154,7 @@ async def test_reasoning_then_text_usage_and_events(clock: Any) -> None:
 
 
 async def test_the_reasoning_item_is_replayed_in_the_next_request(clock: Any) -> None:
-    async with serving(sse("reasoning.sse"), sse("text.sse")) as server:
+    async with open_sse_server(sse("reasoning.sse"), sse("text.sse")) as server:
         gpt5 = model(server.url, id="gpt-5", reasoning=True)
         first = await call(openai_responses.stream, gpt5)
         ctx = context(UserMessage.text("hi"), first.message, UserMessage.text("again"))
@@ -277,7 +276,7 @@ async def test_failures_end_as_errors_keeping_what_arrived(
 async def test_error_events_without_a_code_or_with_a_nested_error(
     clock: Any, data: dict[str, Any], error: str
 ) -> None:
-    async with serving(ScriptedResponse(body=sse_body([("error", data)]))) as server:
+    async with open_sse_server(ScriptedResponse(body=sse_body([("error", data)]))) as server:
         result = await call(openai_responses.stream, model(server.url))
     assert result.message.error_message == error
 
@@ -355,14 +354,14 @@ async def test_summary_deltas_without_part_events_are_still_joined(clock: Any) -
             ("response.completed", {"type": "response.completed", "response": {"id": "r"}}),
         ]
     )
-    async with serving(ScriptedResponse(body=body)) as server:
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
         result = await call(openai_responses.stream, model(server.url))
     assert result.message.content == (ThinkingContent("One.\n\nTwo."),)
 
 
 async def test_malformed_json_in_an_event_is_an_error(clock: Any) -> None:
     body = fixture("openai_responses", "no_terminal.sse") + b"event: x\ndata: {nope\n\n"
-    async with serving(ScriptedResponse(body=body)) as server:
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
         result = await call(openai_responses.stream, model(server.url))
     assert result.message.error_message is not None
     assert result.message.error_message.startswith("malformed JSON in an event from openai")
@@ -377,7 +376,7 @@ def after_first_delta(body: bytes) -> int:
 async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
     body = fixture("openai_responses", "text.sse")
     dropped = ScriptedResponse(body=body, pieces=(1, 7), drop_after=after_first_delta(body) + 30)
-    async with serving(dropped) as server:
+    async with open_sse_server(dropped) as server:
         result = await call(openai_responses.stream, model(server.url))
     message = result.message
     assert message.error_message is not None
@@ -427,7 +426,7 @@ async def test_cost_comes_from_the_models_cost_table(clock: Any) -> None:
 
 
 async def request_of(ctx: Any = None, model_kwargs: Any = None, **opts: Any) -> dict[str, Any]:
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(
             openai_responses.stream, model(server.url, **(model_kwargs or {})), ctx, options(**opts)
         )
@@ -631,7 +630,7 @@ async def test_a_model_that_cannot_reason_gets_no_reasoning(clock: Any) -> None:
 
 
 async def test_headers_and_path(clock: Any) -> None:
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(
             openai_responses.stream,
             model(server.url, headers={"x-model": "m", "x-both": "model"}),
@@ -664,7 +663,7 @@ async def test_the_key_is_never_in_an_error(clock: Any) -> None:
     in_band = sse_body(
         [("error", {"type": "error", "code": "bad", "message": "key test-key is revoked"})]
     )
-    async with serving(denied, ScriptedResponse(body=in_band)) as server:
+    async with open_sse_server(denied, ScriptedResponse(body=in_band)) as server:
         first = await call(openai_responses.stream, model(server.url))
         second = await call(openai_responses.stream, model(server.url))
     assert (first.message.error_message, second.message.error_message) == (
@@ -681,7 +680,7 @@ async def test_429_is_retried_after_what_the_server_asks(clock: Any) -> None:
         headers={"retry-after": "3"},
         content_type="application/json",
     )
-    async with serving(limited, sse("text.sse")) as server:
+    async with open_sse_server(limited, sse("text.sse")) as server:
         start = trio.current_time()
         result = await call(openai_responses.stream, model(server.url))
     assert (result.message.stop_reason, len(server.requests)) == ("stop", 2)
@@ -692,7 +691,7 @@ async def test_no_key_is_an_error_before_any_request(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         result = await call(openai_responses.stream, model(server.url), opts=options(api_key=None))
     assert (server.requests, result.types, result.message.error_message) == (
         [],
@@ -705,7 +704,7 @@ async def test_the_key_comes_from_the_environment(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(openai_responses.stream, model(server.url), opts=options(api_key=None))
     assert server.requests[0].headers["authorization"] == "Bearer env-key"
 
@@ -714,7 +713,7 @@ async def test_the_openai_key_is_not_sent_to_another_provider(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
-    async with serving(sse("text.sse")) as server:
+    async with open_sse_server(sse("text.sse")) as server:
         await call(
             openai_responses.stream,
             model(server.url, provider="vllm"),
@@ -742,7 +741,7 @@ async def test_a_tool_loop_sends_the_calls_and_their_outputs_back(clock: Any) ->
         return ToolResult.text(f"{tool_call_id}: {sorted(args)}")
 
     tools = [make_tool("get_weather", answer), make_tool("get_time", answer)]
-    async with serving(sse("tool_calls.sse"), sse("text.sse")) as server:
+    async with open_sse_server(sse("tool_calls.sse"), sse("text.sse")) as server:
         messages = await run_agent_loop(
             [UserMessage.text("go")],
             AgentContext(tools=tools),

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests._providers import call, context, fixture, io_clock, options, serving
+from tests._providers import call, context, fixture, io_clock, options
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -22,7 +22,13 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import openai_chat
-from trio_agent.testing import EventRecorder, ScriptedResponse, SSEServer, check_event_grammar
+from trio_agent.testing import (
+    EventRecorder,
+    ScriptedResponse,
+    SSEServer,
+    check_event_grammar,
+    open_sse_server,
+)
 
 TEXT = fixture("openai_chat", "text.sse")
 AFTER_HELLO = TEXT.index(b"\n\n", TEXT.index(b'"Hello"')) + 2  # the end of the "Hello" event
@@ -47,7 +53,7 @@ OPENAI_500 = '{"error": {"message": "The server had an error", "type": "server_e
 
 
 async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
-    async with serving(
+    async with open_sse_server(
         ScriptedResponse(body=TEXT, pieces=(1, 7), drop_after=AFTER_HELLO + 20)
     ) as server:
         result = await call(openai_chat.stream, model(server.url))
@@ -60,7 +66,7 @@ async def test_a_dropped_connection_keeps_what_arrived(clock: Any) -> None:
 
 
 async def test_a_stall_past_the_idle_timeout_is_an_error(clock: Any) -> None:
-    async with serving(ScriptedResponse(body=TEXT, stall_after=AFTER_HELLO)) as server:
+    async with open_sse_server(ScriptedResponse(body=TEXT, stall_after=AFTER_HELLO)) as server:
         start = trio.current_time()
         result = await call(
             openai_chat.stream, model(server.url), opts=options(timeouts=Timeouts(idle=30))
@@ -82,7 +88,7 @@ async def test_a_paused_body_resumes_when_the_test_says(clock: Any) -> None:
             resume.set()
 
     body = ScriptedResponse(body=TEXT, pieces=(1, 7), stall_after=AFTER_HELLO, resume=resume)
-    async with serving(body) as server:
+    async with open_sse_server(body) as server:
         message = await openai_chat.stream(model(server.url), context(), options(), emit)
     assert message.stop_reason == "stop"
     assert message.text.startswith("Hello")
@@ -100,14 +106,14 @@ async def test_a_listener_that_raises_is_not_taken_for_a_failure_of_the_stream(
         if event.type == "text_delta":
             raise trio.TooSlowError("the listener's own deadline")
 
-    async with serving(ScriptedResponse(body=TEXT, pieces=(1, 7))) as server:
+    async with open_sse_server(ScriptedResponse(body=TEXT, pieces=(1, 7))) as server:
         with pytest.raises(trio.TooSlowError, match="the listener's own deadline"):
             await openai_chat.stream(model(server.url), context(), options(), emit)
 
 
 async def test_no_response_head_within_the_first_byte_timeout_is_retried(clock: Any) -> None:
     stalled = ScriptedResponse(stall_before_head=True)
-    async with serving(stalled, ScriptedResponse(body=TEXT)) as server:
+    async with open_sse_server(stalled, ScriptedResponse(body=TEXT)) as server:
         result = await call(
             openai_chat.stream, model(server.url), opts=options(timeouts=Timeouts(first_byte=10))
         )
@@ -117,7 +123,7 @@ async def test_no_response_head_within_the_first_byte_timeout_is_retried(clock: 
 
 async def test_malformed_json_in_an_event_is_an_error(clock: Any) -> None:
     body = b'data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\ndata: {"choices": [\n\n'
-    async with serving(ScriptedResponse(body=body)) as server:
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.error_message is not None
     assert result.message.error_message.startswith("malformed JSON in a chunk from openai")
@@ -125,7 +131,7 @@ async def test_malformed_json_in_an_event_is_an_error(clock: Any) -> None:
 
 
 async def test_a_response_that_is_not_an_event_stream_is_an_error(clock: Any) -> None:
-    async with serving(
+    async with open_sse_server(
         ScriptedResponse(body=b"<html>gateway</html>", content_type="text/html")
     ) as server:
         result = await call(openai_chat.stream, model(server.url))
@@ -153,7 +159,7 @@ async def test_a_response_that_is_not_an_event_stream_is_an_error(clock: Any) ->
 async def test_client_errors_are_not_retried(
     clock: Any, status: int, body: str, message: str
 ) -> None:
-    async with serving(error(status, body), ScriptedResponse(body=TEXT)) as server:
+    async with open_sse_server(error(status, body), ScriptedResponse(body=TEXT)) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert (result.message.stop_reason, result.message.error_message) == ("error", message)
     assert len(server.requests) == 1
@@ -169,7 +175,7 @@ async def test_429_is_retried_after_what_the_server_asks(
     clock: Any, headers: dict[str, str], waited: float
 ) -> None:
     limited = error(429, '{"error": {"message": "Rate limit", "type": "rate_limit"}}', **headers)
-    async with serving(limited, ScriptedResponse(body=TEXT)) as server:
+    async with open_sse_server(limited, ScriptedResponse(body=TEXT)) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.stop_reason == "stop"
@@ -182,7 +188,7 @@ async def test_429_is_retried_after_the_retry_delay_in_a_google_error_body(clock
         '{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", '
         '"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}]}}'
     )
-    async with serving(error(429, body), ScriptedResponse(body=TEXT)) as server:
+    async with open_sse_server(error(429, body), ScriptedResponse(body=TEXT)) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.stop_reason == "stop"
@@ -192,7 +198,7 @@ async def test_429_is_retried_after_the_retry_delay_in_a_google_error_body(clock
 async def test_an_error_body_that_never_ends_is_given_up_on(clock: Any) -> None:
     stalled = ScriptedResponse(status=500, body=b'{"error": ', content_type="application/json")
     stalled.stall_after = 3
-    async with serving(stalled) as server:
+    async with open_sse_server(stalled) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url), opts=options(max_retries=0))
     assert result.message.error_message == (
@@ -204,7 +210,7 @@ async def test_an_error_body_that_never_ends_is_given_up_on(clock: Any) -> None:
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 503, 529])
 async def test_retryable_statuses_back_off_exponentially(clock: Any, status: int) -> None:
     failing = [error(status, OPENAI_500) for _ in range(2)]
-    async with serving(*failing, ScriptedResponse(body=TEXT)) as server:
+    async with open_sse_server(*failing, ScriptedResponse(body=TEXT)) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.stop_reason == "stop"
@@ -214,7 +220,7 @@ async def test_retryable_statuses_back_off_exponentially(clock: Any, status: int
 
 
 async def test_retries_end_after_max_retries(clock: Any) -> None:
-    async with serving(*(error(500, OPENAI_500) for _ in range(3))) as server:
+    async with open_sse_server(*(error(500, OPENAI_500) for _ in range(3))) as server:
         result = await call(openai_chat.stream, model(server.url), opts=options(max_retries=2))
     assert (
         result.message.error_message
@@ -225,7 +231,7 @@ async def test_retries_end_after_max_retries(clock: Any) -> None:
 
 async def test_a_retry_after_longer_than_max_retry_delay_is_not_waited_for(clock: Any) -> None:
     limited = error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": "3600"})
-    async with serving(limited) as server:
+    async with open_sse_server(limited) as server:
         start = trio.current_time()
         result = await call(openai_chat.stream, model(server.url), opts=options(max_retry_delay=60))
     assert trio.current_time() == start
@@ -236,7 +242,7 @@ async def test_a_retry_after_longer_than_max_retry_delay_is_not_waited_for(clock
 
 
 async def test_a_stream_error_after_the_first_event_is_not_retried(clock: Any) -> None:
-    async with serving(
+    async with open_sse_server(
         ScriptedResponse(body=TEXT, drop_after=AFTER_HELLO), ScriptedResponse(body=TEXT)
     ) as server:
         result = await call(openai_chat.stream, model(server.url))

@@ -39,10 +39,16 @@ __all__ = [
     "Parser",
     "PartialJson",
     "ProviderFailure",
+    "openai_effort",
     "parse_json",
     "prepare_messages",
     "priced",
 ]
+
+
+def openai_effort(level: str) -> str:
+    """OpenAI's reasoning effort for a thinking level (it has no ``xhigh``)."""
+    return "high" if level == "xhigh" else level
 
 
 def parse_json(data: str, what: str) -> Any:

@@ -58,7 +58,7 @@ from .._messages import (
     UserMessage,
 )
 from .._model import Model, ModelCost
-from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
+from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
 from ._common import HttpProvider, Parser, parse_json, prepare_messages
 from ._transport import SSE, HttpRequest, ProviderFailure
 
@@ -424,8 +424,5 @@ def provider() -> Google:
     return _default
 
 
-async def stream(
-    model: Model, context: LlmContext, options: StreamOptions, emit: Emit
-) -> AssistantMessage:
-    """The stream function of ``"google-generative-ai"`` models."""
-    return await _default.stream(model, context, options, emit)
+stream = _default.stream
+"""The stream function of ``"google-generative-ai"`` models: the default instance's."""

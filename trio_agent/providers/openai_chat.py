@@ -47,8 +47,15 @@ from .._messages import (
     UserMessage,
 )
 from .._model import Model, ModelCost
-from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
-from ._common import HttpProvider, Parser, PartialJson, parse_json, prepare_messages
+from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
+from ._common import (
+    HttpProvider,
+    Parser,
+    PartialJson,
+    openai_effort,
+    parse_json,
+    prepare_messages,
+)
 from ._transport import SSE, HttpRequest, ProviderFailure
 
 __all__ = ["API", "Compat", "OpenAIChat", "model", "provider", "stream"]
@@ -279,10 +286,6 @@ def _messages(model: Model, context: LlmContext, compat: Compat) -> list[dict[st
     return out
 
 
-def _reasoning_effort(level: str) -> str:
-    return {"xhigh": "high"}.get(level, level)
-
-
 class OpenAIChat(HttpProvider):
     """The chat completions provider. One instance per HTTP client."""
 
@@ -335,7 +338,7 @@ class OpenAIChat(HttpProvider):
                 for tool in context.tools
             ]
         if options.reasoning and model.reasoning and compat.supports_reasoning_effort:
-            body["reasoning_effort"] = _reasoning_effort(options.reasoning)
+            body["reasoning_effort"] = openai_effort(options.reasoning)
         headers = {**model.headers, **options.headers}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
@@ -554,8 +557,5 @@ def provider() -> OpenAIChat:
     return _default
 
 
-async def stream(
-    model: Model, context: LlmContext, options: StreamOptions, emit: Emit
-) -> AssistantMessage:
-    """The stream function of ``"openai-chat"`` models."""
-    return await _default.stream(model, context, options, emit)
+stream = _default.stream
+"""The stream function of ``"openai-chat"`` models: the default instance's."""

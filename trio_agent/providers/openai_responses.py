@@ -69,8 +69,15 @@ from .._messages import (
     UserMessage,
 )
 from .._model import Model, ModelCost
-from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
-from ._common import HttpProvider, Parser, PartialJson, parse_json, prepare_messages
+from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
+from ._common import (
+    HttpProvider,
+    Parser,
+    PartialJson,
+    openai_effort,
+    parse_json,
+    prepare_messages,
+)
 from ._transport import SSE, HttpRequest, ProviderFailure
 
 __all__ = ["API", "OpenAIResponses", "model", "provider", "stream"]
@@ -229,10 +236,6 @@ def _input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
     return out
 
 
-def _effort(level: str) -> str:
-    return {"xhigh": "high"}.get(level, level)
-
-
 class OpenAIResponses(HttpProvider):
     """The responses API provider. One instance per HTTP client."""
 
@@ -281,7 +284,7 @@ class OpenAIResponses(HttpProvider):
         if options.temperature is not None and not reasoning:
             body["temperature"] = options.temperature
         if reasoning and options.reasoning:
-            body["reasoning"] = {"effort": _effort(options.reasoning), "summary": "auto"}
+            body["reasoning"] = {"effort": openai_effort(options.reasoning), "summary": "auto"}
             body["include"] = ["reasoning.encrypted_content"]
         if options.session_id:
             body["prompt_cache_key"] = options.session_id
@@ -715,8 +718,5 @@ def provider() -> OpenAIResponses:
     return _default
 
 
-async def stream(
-    model: Model, context: LlmContext, options: StreamOptions, emit: Emit
-) -> AssistantMessage:
-    """The stream function of ``"openai-responses"`` models."""
-    return await _default.stream(model, context, options, emit)
+stream = _default.stream
+"""The stream function of ``"openai-responses"`` models: the default instance's."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import trio
 
+from .._agent import Agent
 from .._events import AgentEvent
 from .._messages import AgentMessage, AssistantMessage, ToolResultMessage
 
@@ -167,6 +168,23 @@ def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) 
             f"the last event is {events[-1].type}, not agent_end\n"
             f"  {describe_events(events, len(events) - 1)}"
         )
+
+
+def agent_problems(agent: Agent) -> list[str]:
+    """What is wrong with ``agent`` once its runs are over: a transcript that
+    :func:`check_transcript` rejects, or a state left running. Empty when all is well."""
+    problems: list[str] = []
+    state = agent.state
+    try:
+        check_transcript(state.messages)
+    except AssertionError as exc:
+        problems.append(f"transcript: {exc}")
+    if state.is_streaming or state.pending_tool_calls:
+        problems.append(
+            f"left streaming={state.is_streaming}, "
+            f"pending_tool_calls={sorted(state.pending_tool_calls)}"
+        )
+    return problems
 
 
 def split_runs(events: Sequence[AgentEvent]) -> list[list[AgentEvent]]:

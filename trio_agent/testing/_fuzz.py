@@ -40,11 +40,12 @@ import trio
 
 from .._agent import Agent
 from .._events import AgentEvent
-from .._messages import AgentMessage, ToolResult
+from .._messages import ToolResult
 from .._tools import AgentTool, ToolUpdate
 from ._checks import (
     EventRecorder,
     TaskWatcher,
+    agent_problems,
     check_event_grammar,
     check_transcript,
     describe_events,
@@ -322,21 +323,13 @@ def _problems(trial: Trial, outcome: _Outcome, tracker: _Tracker, grace: float) 
             check_event_grammar(run, complete=not (last and trial.mode == "outer"))
         except AssertionError as exc:
             problems.append(f"run {index + 1} of the scenario: {exc}")
-    transcripts: list[Sequence[AgentMessage]] = [agent.state.messages for agent in trial.agents]
     if isinstance(outcome.value, Sequence) and not isinstance(outcome.value, str | bytes):
-        transcripts.append(outcome.value)
-    for transcript in transcripts:
         try:
-            check_transcript(transcript)
+            check_transcript(outcome.value)
         except AssertionError as exc:
             problems.append(f"transcript: {exc}")
     for agent in trial.agents:
-        state = agent.state
-        if state.is_streaming or state.pending_tool_calls:
-            problems.append(
-                f"the agent is left streaming={state.is_streaming}, "
-                f"pending_tool_calls={sorted(state.pending_tool_calls)}"
-            )
+        problems.extend(f"the agent's {problem}" for problem in agent_problems(agent))
     return problems
 
 

@@ -77,7 +77,7 @@ from .._model import Model
 from .._tools import AgentTool
 from ..providers.faux import FauxModel, Reply, Script
 from ..providers.faux import model as _scripted_model
-from ._checks import EventRecorder, check_event_grammar, check_transcript, split_runs
+from ._checks import EventRecorder, agent_problems, check_event_grammar, split_runs
 from ._sse_server import SSEServer, open_sse_server
 
 __all__ = [
@@ -175,16 +175,7 @@ class AgentFactory:
                     check_event_grammar(run, complete=run[-1].type == "agent_end")
                 except AssertionError as exc:
                     problems.append(f"{where}, run {index} of {len(runs)}: {exc}")
-            try:
-                check_transcript(agent.state.messages)
-            except AssertionError as exc:
-                problems.append(f"{where}, transcript: {exc}")
-            state = agent.state
-            if state.is_streaming or state.pending_tool_calls:
-                problems.append(
-                    f"{where} is left streaming={state.is_streaming}, "
-                    f"pending_tool_calls={sorted(state.pending_tool_calls)}"
-                )
+            problems.extend(f"{where}, {problem}" for problem in agent_problems(agent))
         return problems
 
 
