@@ -292,9 +292,15 @@ async def test_bad_arguments_are_refused() -> None:
     async def scenario(trial: Trial) -> None:
         return None
 
-    with pytest.raises(ValueError, match="modes must be 'abort' and/or 'outer', not 'later'"):
+    with (
+        trio.testing.assert_checkpoints(),  # a refusal is a checkpoint too
+        pytest.raises(ValueError, match="modes must be 'abort' and/or 'outer', not 'later'"),
+    ):
         await assert_cancel_safe(scenario, modes=["later"])  # type: ignore[list-item]
-    with pytest.raises(ValueError, match="max_points must be at least 2, not 1"):
+    with (
+        trio.testing.assert_checkpoints(),
+        pytest.raises(ValueError, match="max_points must be at least 2, not 1"),
+    ):
         await assert_cancel_safe(scenario, max_points=1)
 
 

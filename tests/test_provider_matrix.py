@@ -506,7 +506,8 @@ async def test_no_key_is_an_error_before_any_request(
     for name in api.env_keys:
         monkeypatch.delenv(name, raising=False)
     async with open_sse_server(ScriptedResponse(body=api.body)) as server:
-        result = await call(api.stream, api.model(server.url), opts=options(api_key=None))
+        with trio.testing.assert_checkpoints():  # a refusal is a checkpoint too
+            result = await call(api.stream, api.model(server.url), opts=options(api_key=None))
     names = " or ".join(api.env_keys)
     assert error_reply(result, "") == (
         f"no API key for {api.label}: set {names}, or give api_key (or get_api_key)"

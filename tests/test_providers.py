@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
+import trio
+import trio.testing
 
 import trio_agent.providers as providers
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
+    LlmContext,
     Model,
+    StreamOptions,
     TextContent,
     UnknownApiError,
     UserMessage,
@@ -56,6 +61,16 @@ def test_the_scripted_model_and_the_http_providers_are_registered() -> None:
         providers.openai_responses,
     ):
         assert providers.get_stream_fn(module.API) is module.stream
+
+
+async def test_streaming_from_an_unknown_api_is_refused_at_a_checkpoint() -> None:
+    model = attrs.evolve(faux.model(["x"]), api="nowhere")
+    with trio.testing.assert_checkpoints(), pytest.raises(UnknownApiError, match="'nowhere'"):
+        await providers.stream(model, LlmContext("", []), StreamOptions(), _ignore)
+
+
+async def _ignore(event: object) -> None:
+    return None
 
 
 def test_an_unknown_api_names_itself_and_the_known_ones() -> None:

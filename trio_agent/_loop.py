@@ -305,7 +305,7 @@ class _Run:
         steering = config.get_steering_messages
         follow_up = config.get_follow_up_messages
         if steering is not None:
-            await trio.lowlevel.checkpoint_if_cancelled()  # no poll after an abort
+            await self.stop_if_cancelled()  # no poll after an abort
             self.pending = list(await steering())
         first_turn = True
         last_turn: TurnContext | None = None  # made only when a hook will read it

@@ -13,6 +13,8 @@ application adds its own with :func:`register`.
 
 from __future__ import annotations
 
+import trio
+
 from .._errors import UnknownApiError
 from .._messages import AssistantMessage
 from .._model import Model
@@ -83,4 +85,11 @@ async def stream(
     model: Model, context: LlmContext, options: StreamOptions, emit: Emit
 ) -> AssistantMessage:
     """Stream a reply from ``model`` with the stream function registered for ``model.api``."""
-    return await get_stream_fn(model.api)(model, context, options, emit)
+    try:
+        stream_fn = get_stream_fn(model.api)
+    except UnknownApiError as exc:
+        refusal = exc
+    else:
+        return await stream_fn(model, context, options, emit)
+    await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too
+    raise refusal

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 import jiter
+import trio
 
 from .._events import AssistantMessageEvent
 from .._messages import (
@@ -333,6 +334,7 @@ class HttpProvider:
     async def _fail(
         builder: AssistantMessageBuilder, model: Model, emit: Emit, text: str
     ) -> AssistantMessage:
+        await trio.lowlevel.checkpoint()  # a refusal before any request is a checkpoint too
         builder.usage = priced(builder.usage, model)
         message = builder.finish("error", text)
         await emit(builder.done(message))

@@ -27,8 +27,10 @@ an application may give a provider its own client, whose life it owns.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -236,6 +238,18 @@ def _backoff(attempt: int) -> float:
     return delay * (1 + random.random() / 4)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi's CA bundle), made once per process.
+
+    httpx makes one for every new client, reading the CA bundle from disk on the
+    event loop (tens of milliseconds), and a run makes a client: shared, that cost
+    is paid once. It is made here, not in a worker thread, because waiting for a
+    thread lets a test's autojumping MockClock jump over a loopback request.
+    """
+    return httpx.create_ssl_context()
+
+
 class Transport:
     """Sends a provider's requests; one pooled client per run (or the application's own)."""
 
@@ -247,15 +261,15 @@ class Transport:
         """The client to use, and whether this call must close it."""
         if self._own_client is not None:
             return self._own_client, False
-        limits = httpx.Timeout(
-            timeouts.connect, read=None, write=timeouts.connect, pool=timeouts.connect
-        )
         resources = current_resources()
-        if resources is None:
-            return httpx.AsyncClient(timeout=limits), True
-        client = resources.get(self)
+        client = None if resources is None else resources.get(self)
         if client is None:
-            client = httpx.AsyncClient(timeout=limits)
+            limits = httpx.Timeout(
+                timeouts.connect, read=None, write=timeouts.connect, pool=timeouts.connect
+            )
+            client = httpx.AsyncClient(timeout=limits, verify=_tls_context())
+            if resources is None:
+                return client, True
             resources.put(self, client, client.aclose)
         return client, False
 

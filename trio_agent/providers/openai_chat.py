@@ -299,9 +299,7 @@ class OpenAIChat(HttpProvider):
         that an OpenAI key is never sent to them)."""
         if options.api_key:
             return options.api_key
-        env = _ENV_KEYS.get(
-            model.provider, "OPENAI_API_KEY" if model.provider == "openai" else None
-        )
+        env = _ENV_KEYS.get(model.provider)
         return os.environ.get(env) if env else None
 
     def needs_key(self, model: Model) -> bool:

@@ -370,10 +370,11 @@ async def assert_cancel_safe(
     that fails, saying which, what went wrong and the events around it;
     returns a :class:`CancelSafetyReport` when all pass.
     """
-    for mode in modes:
-        if mode not in ("abort", "outer"):
-            raise ValueError(f"modes must be 'abort' and/or 'outer', not {mode!r}")
-    if max_points < 2:
+    wrong = [mode for mode in modes if mode not in ("abort", "outer")]
+    if wrong or max_points < 2:
+        await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too
+        if wrong:
+            raise ValueError(f"modes must be 'abort' and/or 'outer', not {wrong[0]!r}")
         raise ValueError(f"max_points must be at least 2, not {max_points!r}")
     undisturbed = Trial(None, None)
     outcome, tracker = await _run_trial(scenario, undisturbed, seed=seed, grace=grace)
