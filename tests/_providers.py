@@ -101,3 +101,4 @@ def check_stream(events: Sequence[AssistantMessageEvent]) -> None:
         elif kind.endswith("_end"):
             assert index == open_index, f"{kind} for block {index}, open: {open_index}"
             open_index = None
+    assert open_index is None, f"block {open_index} is still open at {events[-1].type}"

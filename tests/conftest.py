@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+import trio.testing
 from hypothesis import HealthCheck, settings
+
+from tests._providers import io_clock
 
 # "ci" (the default) runs enough examples to matter, stays inside CI's time
 # budget, and draws the same examples on every run: a change is judged on the
@@ -23,3 +27,10 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def clock() -> trio.testing.MockClock:
+    """The clock of a test that asks for ``clock``: virtual time for real loopback I/O
+    (see ``io_clock``)."""
+    return io_clock()

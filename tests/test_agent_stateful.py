@@ -54,7 +54,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests._support import make_tool
+from tests._support import examples, make_tool
 from trio_agent import (
     Agent,
     AgentEvent,
@@ -576,8 +576,8 @@ class InterruptionMachine(QueueMachine):
 # every line while shrinking, which makes each trio.run five times slower and
 # a shrink last minutes.
 NO_EXPLAIN = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]
-STATEFUL = settings(max_examples=600, stateful_step_count=30, deadline=None, phases=NO_EXPLAIN)
-INTERRUPTED = settings(max_examples=1000, stateful_step_count=10, deadline=None, phases=NO_EXPLAIN)
+STATEFUL = settings(examples(0.6), stateful_step_count=30, phases=NO_EXPLAIN)
+INTERRUPTED = settings(examples(1.0), stateful_step_count=10, phases=NO_EXPLAIN)
 
 
 def test_queues_lose_nothing() -> None:
@@ -621,7 +621,9 @@ async def test_an_abort_in_the_last_turn_end_leaves_a_queued_follow_up_queued() 
     assert (delivered(agent), queued_texts(agent)) == (["go"], ([], ["later"]))
 
 
-async def test_an_abort_in_a_turn_end_leaves_queued_steering_queued() -> None:
+async def test_an_abort_in_a_turn_end_leaves_queued_steering_queued(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     # The same for steering, polled after each turn_end: the abort during the
     # tool turn's turn_end must leave "hold on" queued for the next run.
     agent = Agent(faux.model([faux.reply(faux.tool_call("nap", {"ms": 5})), "hello"]), tools=[NAP])
@@ -665,11 +667,13 @@ def steered_then_interrupted(agent: Agent, interrupt: Callable[[], None]) -> Age
     return listener
 
 
-async def test_an_outer_cancellation_during_the_closing_of_an_abort_keeps_the_steering() -> None:
+async def test_an_outer_cancellation_during_the_closing_of_an_abort_keeps_the_steering(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     # agent.md: a cancellation from outside closes the agent's state (every
     # started message kept, every call answered). When it comes while the
-    # closing events of an abort are delivered, Run.finish() lets it out and
-    # nothing closes the state: the steering message the run had taken is lost.
+    # closing events of an abort are delivered, it must close the state too:
+    # the steering message the run had taken is kept in the transcript.
     agent = Agent(faux.model([faux.reply(faux.tool_call("nap", {"ms": 5})), "hello"]), tools=[NAP])
     with trio.CancelScope() as outer:
         agent.subscribe(steered_then_interrupted(agent, outer.cancel))
@@ -681,9 +685,11 @@ async def test_an_outer_cancellation_during_the_closing_of_an_abort_keeps_the_st
     )
 
 
-async def test_a_listener_failing_during_the_closing_of_an_abort_keeps_the_steering() -> None:
+async def test_a_listener_failing_during_the_closing_of_an_abort_keeps_the_steering(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     # The same with a listener that raises: prompt() re-raises it, and the
-    # steering message the run had taken is lost.
+    # steering message the run had taken is kept.
     agent = Agent(faux.model([faux.reply(faux.tool_call("nap", {"ms": 5})), "hello"]), tools=[NAP])
     failure = ListenerFailure("listener failed")
 

@@ -16,7 +16,6 @@ import pytest
 import trio
 import trio.testing
 
-from tests._providers import io_clock
 from tests._support import ECHO, make_tool
 from tests.test_provider_matrix import APIS, KEY, Api
 from trio_agent import (
@@ -111,11 +110,6 @@ async def test_the_agent_is_cancel_safe_with_steering_and_follow_ups(
 
     report = await assert_cancel_safe(scenario)
     assert report.points > 20
-
-
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return io_clock()  # real loopback I/O, virtual waits
 
 
 @pytest.mark.parametrize("api", APIS, ids=[api.name for api in APIS])

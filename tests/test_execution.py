@@ -85,7 +85,9 @@ async def test_parallel_calls_start_in_source_order_and_end_as_they_finish(
     assert trio.current_time() - start == pytest.approx(0.060)
 
 
-async def test_parallel_results_are_emitted_after_every_end() -> None:
+async def test_parallel_results_are_emitted_after_every_end(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     _, recorder = await run(THREE, [sleeper()])
     events = recorder.events
     ends = [i for i, e in enumerate(events) if e.type == "tool_execution_end"]
@@ -129,7 +131,9 @@ async def test_sequential_config_runs_one_call_after_another(
     assert trio.current_time() - start == pytest.approx(0.120)
 
 
-async def test_one_sequential_tool_makes_the_whole_batch_sequential() -> None:
+async def test_one_sequential_tool_makes_the_whole_batch_sequential(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     reply = calls(("t1", "sleep", {"ms": 30}), ("t2", "slow", {"ms": 10}))
     _, recorder = await run(reply, [sleeper(), sleeper("slow", execution_mode="sequential")])
     assert recorder.tool_order("end") == ["t1", "t2"]  # in parallel, t2 would end first

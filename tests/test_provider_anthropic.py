@@ -18,7 +18,6 @@ from tests._providers import (
     check_stream,
     context,
     fixture,
-    io_clock,
     options,
 )
 from tests._support import ECHO
@@ -49,11 +48,6 @@ IMAGE_BLOCK = {
     "type": "image",
     "source": {"type": "base64", "media_type": "image/png", "data": "aGk="},
 }
-
-
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return io_clock()
 
 
 def sse(name: str, pieces: Any = None) -> ScriptedResponse:

@@ -9,7 +9,6 @@ from typing import Any
 
 import attrs
 import pytest
-import trio
 
 from tests._providers import (
     PIECES,
@@ -17,7 +16,6 @@ from tests._providers import (
     check_stream,
     context,
     fixture,
-    io_clock,
     options,
 )
 from tests._support import ECHO
@@ -43,11 +41,6 @@ from trio_agent.testing import EventRecorder, ScriptedResponse, open_sse_server,
 MODEL_ID = "gemini-2.5-flash"
 NO_USAGE = Usage()
 PATH = f"/v1beta/models/{MODEL_ID}:streamGenerateContent?alt=sse"
-
-
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return io_clock()
 
 
 def sse(name: str, pieces: Any = None) -> ScriptedResponse:

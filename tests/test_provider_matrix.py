@@ -23,7 +23,7 @@ import trio.lowlevel
 import trio.testing
 
 import trio_agent
-from tests._providers import Call, call, check_stream, fixture, io_clock, options
+from tests._providers import Call, call, check_stream, fixture, options
 from trio_agent import (
     Agent,
     AgentEvent,
@@ -352,11 +352,6 @@ APIS = [
 def api(request: pytest.FixtureRequest) -> Api:
     param: Api = request.param
     return param
-
-
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return io_clock()
 
 
 def http_error(api: Api, status: int, message: str, **headers: str) -> tuple[ScriptedResponse, str]:

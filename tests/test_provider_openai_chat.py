@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import trio
 
 from tests._providers import (
     PIECES,
@@ -16,7 +15,6 @@ from tests._providers import (
     check_stream,
     context,
     fixture,
-    io_clock,
     options,
 )
 from tests._support import ECHO
@@ -33,11 +31,6 @@ from trio_agent import (
 )
 from trio_agent.providers import openai_chat
 from trio_agent.testing import ScriptedResponse, open_sse_server
-
-
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return io_clock()
 
 
 def sse(name: str, pieces: Any = None) -> ScriptedResponse:

@@ -20,7 +20,6 @@ from tests._providers import (
     check_stream,
     context,
     fixture,
-    io_clock,
     options,
 )
 from tests._support import ECHO, make_tool
@@ -55,11 +54,6 @@ REASONING_ITEM = {
 }
 IMAGE = ImageContent("aGk=", "image/png")
 INPUT_IMAGE = {"type": "input_image", "image_url": "data:image/png;base64,aGk=", "detail": "auto"}
-
-
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return io_clock()
 
 
 def sse(name: str, pieces: Any = None) -> ScriptedResponse:

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests._providers import call, context, fixture, io_clock, options
+from tests._providers import call, context, fixture, options
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -32,11 +32,6 @@ from trio_agent.testing import (
 
 TEXT = fixture("openai_chat", "text.sse")
 AFTER_HELLO = TEXT.index(b"\n\n", TEXT.index(b'"Hello"')) + 2  # the end of the "Hello" event
-
-
-@pytest.fixture
-def clock() -> trio.testing.MockClock:
-    return io_clock()
 
 
 def model(url: str) -> Any:

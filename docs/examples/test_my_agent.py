@@ -36,7 +36,9 @@ async def lookup(order_id: str) -> str:
 # --- the agent on a scripted model -------------------------------------------------------------
 
 
-async def test_the_tool_result_reaches_the_model(make_agent, scripted_model, event_recorder):
+async def test_the_tool_result_reaches_the_model(
+    make_agent, scripted_model, event_recorder, autojump_clock
+):
     agent = make_agent(
         [reply(tool_call("lookup", {"order_id": "A17"})), "Your order has shipped."],
         tools=[lookup],
