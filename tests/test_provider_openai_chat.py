@@ -30,7 +30,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import openai_chat
-from trio_agent.testing import ScriptedResponse, open_sse_server
+from trio_agent.testing import ScriptedResponse, open_sse_server, sse_body
 
 
 def sse(name: str, pieces: Any = None) -> ScriptedResponse:
@@ -145,6 +145,34 @@ async def test_a_reused_index_with_a_new_id_and_null_ids(clock: Any) -> None:
     ]
     assert (calls[2].name, calls[2].arguments) == ("c", {"y": 2})
     assert calls[2].id not in ("", "null")
+    check_stream(result.events)
+
+
+async def test_arguments_that_come_after_their_call_closed_still_count(clock: Any) -> None:
+    """Interleaved calls: a fragment of call 0 after call 1 opened is not streamed (its
+    block is closed) but is in the final message."""
+
+    def chunk(index: int, **function: Any) -> dict[str, Any]:
+        fragment: dict[str, Any] = {"index": index, "function": function}
+        if "name" in function:
+            fragment |= {"id": f"call_{index}", "type": "function"}
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}
+
+    body = sse_body(
+        [
+            (None, chunk(0, name="a", arguments='{"x": ')),
+            (None, chunk(1, name="b", arguments='{"y": 2}')),
+            (None, chunk(0, arguments="1}")),
+            (None, {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ],
+        done=True,
+    )
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert [(c.id, c.arguments) for c in result.message.tool_calls] == [
+        ("call_0", {"x": 1}),
+        ("call_1", {"y": 2}),
+    ]
     check_stream(result.events)
 
 

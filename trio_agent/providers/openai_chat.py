@@ -350,7 +350,7 @@ class OpenAIChat(HttpProvider):
 
 
 class _Call:
-    __slots__ = ("args", "id", "index", "name", "position")
+    __slots__ = ("args", "id", "index", "name", "position", "stale")
 
     def __init__(self, id: str, name: str, index: int | None, position: int) -> None:
         self.id = id
@@ -358,6 +358,7 @@ class _Call:
         self.index = index
         self.position = position  # content index in the reply
         self.args = PartialJson()
+        self.stale = False  # arguments came after the call's block was closed
 
 
 _STOP_REASONS: dict[str, StopReason] = {
@@ -508,6 +509,7 @@ class _ChatParser(Parser):
             # A fragment for a call that is no longer open (interleaved calls):
             # its arguments still count, in the final message.
             call.args.add(piece)
+            call.stale = True
 
     def finish(self) -> AssistantMessage:
         reason = self.finish_reason
@@ -520,9 +522,10 @@ class _ChatParser(Parser):
         if stop is None:
             stop, error = "error", f"{self.model.provider} finished with finish_reason {reason!r}"
         message = self.builder.finish(stop, error)
-        if any(call.position < len(message.content) for call in self.calls):
+        stale = [call for call in self.calls if call.stale]
+        if stale:  # closed before all their arguments came: the final message has them all
             content = list(message.content)
-            for call in self.calls:
+            for call in stale:
                 block = content[call.position]
                 if isinstance(block, ToolCall):
                     content[call.position] = attrs.evolve(block, arguments=call.args.final())
