@@ -254,7 +254,7 @@ async def call_tool(tools: list[Any], name: str, **arguments: Any) -> tuple[str,
 
 async def test_the_file_tools_read_list_and_search_inside_the_root(tmp_path: Path) -> None:
     root = project(tmp_path)
-    tools = file_tools(root)
+    tools = file_tools(root.resolve())
     assert await call_tool(tools, "list_files") == (
         "alpha.md\nbeta.txt\ngamma.py\nimage.bin\nsub/",
         False,
@@ -291,7 +291,7 @@ async def test_the_file_tools_refuse_what_they_must_with_a_clear_error(
     root = project(tmp_path)
     (tmp_path / "secret.txt").write_text("secret")
     (root / "link").symlink_to(tmp_path / "secret.txt")
-    text, failed = await call_tool(file_tools(root), name, **arguments)
+    text, failed = await call_tool(file_tools(root.resolve()), name, **arguments)
     assert failed
     assert error in text
     assert "secret" not in text.replace("secret.txt", "")

@@ -231,6 +231,11 @@ class AssistantMessageBuilder:
     # -- reading ----------------------------------------------------------------
 
     @property
+    def provider(self) -> str:
+        """The provider the reply comes from (as its messages name it)."""
+        return self._provider
+
+    @property
     def content_index(self) -> int:
         """The index of the open block (or of the next one, if none is open)."""
         return len(self._done)

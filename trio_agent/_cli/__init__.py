@@ -252,16 +252,16 @@ async def _one_run(agent: Agent, term: Terminal, prompt: str, saves: Sequence[Pa
 
 
 async def _demo(args: argparse.Namespace, term: Terminal) -> int:
-    root = Path(args.folder)
     pace = args.pace or None
-    agent = Agent(demo_model(pace), system_prompt=SYSTEM_PROMPT, tools=demo_tools(root, pace))
+    tools = demo_tools(args.base, pace)
+    agent = Agent(demo_model(pace), system_prompt=SYSTEM_PROMPT, tools=tools)
     agent.subscribe(term.show)
     saves = [args.save] if args.save else []
-    return await _one_run(agent, term, prompt_for(root), saves)
+    return await _one_run(agent, term, prompt_for(Path(args.folder)), saves)
 
 
 def _real_agent(args: argparse.Namespace, messages: list[AgentMessage]) -> Agent:
-    root = Path(args.root).resolve()
+    root: Path = args.root
     return Agent(
         parse_model(args.model, args.base_url, args.thinking),
         system_prompt=_system_prompt(root, args.system),
@@ -312,6 +312,7 @@ def main(
         if args.command == "demo":
             if not Path(args.folder).is_dir():
                 raise UsageError(f"{args.folder!r} is not a folder")
+            args.base = Path(args.folder).resolve()  # here, before the event loop runs
             if args.pace < 0:
                 raise UsageError(f"--pace must be 0 or more, not {args.pace:g}")
             return trio.run(_demo, args, term, clock=clock)
@@ -319,6 +320,7 @@ def main(
             raise UsageError("--model API:ID is needed (or set TRIO_AGENT_MODEL)")
         if not Path(args.root).is_dir():
             raise UsageError(f"--root {args.root!r} is not a folder")
+        args.root = Path(args.root).resolve()  # here, before the event loop runs
         if args.command == "run":
             return trio.run(_run, args, term, clock=clock)
         return trio.run(_chat, args, term, sys.stdin if stdin is None else stdin, clock=clock)

@@ -45,8 +45,8 @@ def _listing(base: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def _count(path: Path) -> tuple[int, dict[str, Any]]:
-    data = path.read_bytes()
+def _count(base: Path, name: str) -> tuple[int, dict[str, Any]]:
+    data = resolve_inside(base, name).read_bytes()
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines()
     first = next((line.strip() for line in lines if line.strip()), "")
@@ -54,16 +54,16 @@ def _count(path: Path) -> tuple[int, dict[str, Any]]:
 
 
 def demo_tools(root: Path, pace: float | None) -> list[AgentTool]:
-    """``list_files`` and ``read_file`` over ``root``; reads take time when ``pace`` is set."""
-    base = root.resolve()
+    """``list_files`` and ``read_file`` over ``root`` (a resolved path); reads take time
+    when ``pace`` is set."""
+    base = root
 
     async def list_files(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
         entries = await trio.to_thread.run_sync(_listing, base)
         return ToolResult.text(json.dumps(entries), details={"count": len(entries)})
 
     async def read_file(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
-        path = resolve_inside(base, args["path"])
-        size, counts = await trio.to_thread.run_sync(_count, path)
+        size, counts = await trio.to_thread.run_sync(_count, base, args["path"])
         # Then as slow as a slow disk would be, in three steps, each reported.
         step = 0.0 if pace is None else min(0.1 + size / 40_000, 1.0) * 40 / pace
         for done in (1, 2, 3):

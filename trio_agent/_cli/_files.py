@@ -63,8 +63,9 @@ def _walk(top: Path) -> Iterator[Path]:
 
 
 def file_tools(root: Path) -> list[AgentTool]:
-    """``list_files``, ``read_file`` and ``search_files`` over ``root`` (read-only)."""
-    base = root.resolve()
+    """``list_files``, ``read_file`` and ``search_files`` over ``root`` (read-only; a
+    resolved path: the tools compare resolved paths with it)."""
+    base = root
 
     @tool
     def list_files(path: str = ".") -> str:

@@ -52,12 +52,15 @@ def openai_effort(level: str) -> str:
     return "high" if level == "xhigh" else level
 
 
-def parse_json(data: str, what: str) -> Any:
-    """A JSON value; a :class:`ProviderFailure` naming ``what`` if the text is not JSON."""
+def parse_json(data: str, what: str, source: str) -> Any:
+    """A JSON value; a :class:`ProviderFailure` naming ``what`` and its ``source`` if the
+    text is not JSON (the message is made only then: this runs for every event)."""
     try:
         return jiter.from_json(data.encode("utf-8"))
     except ValueError as exc:
-        raise ProviderFailure(f"malformed JSON in {what}: {exc}: {data[:200]!r}") from None
+        raise ProviderFailure(
+            f"malformed JSON in {what} from {source}: {exc}: {data[:200]!r}"
+        ) from None
 
 
 class PartialJson:
@@ -216,6 +219,7 @@ class Parser:
         self.model = model
         self.builder = builder
         self.finished = False
+        self.name = builder.provider  # who the errors name: the model's provider, or the API's
 
     def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
         raise NotImplementedError

@@ -301,10 +301,6 @@ class _MessagesParser(Parser):
         self.stop_reason: str | None = None
         self.counts: dict[str, int] = {}
 
-    @property
-    def name(self) -> str:
-        return self.model.provider or "anthropic"
-
     def end(self) -> Iterable[AssistantMessageEvent]:
         block = self.open
         self.open = None
@@ -317,7 +313,7 @@ class _MessagesParser(Parser):
             return ()
         if event.event == "error" and not event.data.lstrip().startswith("{"):
             raise ProviderFailure(f"{self.name} reported an error: {event.data[:500]}")
-        data = parse_json(event.data, f"an event from {self.name}")
+        data = parse_json(event.data, "an event", self.name)
         if not isinstance(data, dict):
             raise ProviderFailure(f"unexpected event from {self.name}: {event.data[:200]!r}")
         kind = data.get("type") if isinstance(data.get("type"), str) else event.event

@@ -278,8 +278,8 @@ class _GeminiParser(Parser):
         data = event.data
         if not data.strip():
             return ()
-        provider = self.model.provider or "google"
-        chunk = parse_json(data, f"a response from {provider}")
+        provider = self.name
+        chunk = parse_json(data, "a response", provider)
         if not isinstance(chunk, dict):
             raise ProviderFailure(f"unexpected response from {provider}: {data[:200]!r}")
         error = chunk.get("error")
@@ -370,7 +370,7 @@ class _GeminiParser(Parser):
         return super().end()
 
     def finish(self) -> AssistantMessage:
-        provider = self.model.provider or "google"
+        provider = self.name
         reason = self.finish_reason
         if reason is None:
             raise ProviderFailure(f"the stream from {provider} ended without a finishReason")

@@ -403,18 +403,18 @@ class _ChatParser(Parser):
             self.finished = True
             return ()
         if event.event == "error":
-            raise ProviderFailure(f"{self.model.provider} reported an error: {data[:500]}")
+            raise ProviderFailure(f"{self.name} reported an error: {data[:500]}")
         try:
             chunk = _from_json(data.encode())
         except ValueError:
-            chunk = parse_json(data, f"a chunk from {self.model.provider}")  # raises, and says why
+            chunk = parse_json(data, "a chunk", self.name)  # raises, and says why
         if type(chunk) is not dict:
-            raise ProviderFailure(f"unexpected chunk from {self.model.provider}: {data[:200]!r}")
+            raise ProviderFailure(f"unexpected chunk from {self.name}: {data[:200]!r}")
         if ("error" in chunk and chunk["error"] is not None) or chunk.get("object") == "error":
             error = chunk.get("error")
             details = error if isinstance(error, dict) else chunk
             message = details.get("message") or json.dumps(details)[:500]
-            raise ProviderFailure(f"{self.model.provider} reported an error: {message}")
+            raise ProviderFailure(f"{self.name} reported an error: {message}")
         builder = self.builder
         if builder.response_id is None and isinstance(chunk.get("id"), str):
             builder.response_id = chunk["id"]
@@ -514,13 +514,11 @@ class _ChatParser(Parser):
     def finish(self) -> AssistantMessage:
         reason = self.finish_reason
         if reason is None:
-            raise ProviderFailure(
-                f"the stream from {self.model.provider} ended without a finish_reason"
-            )
+            raise ProviderFailure(f"the stream from {self.name} ended without a finish_reason")
         stop = _STOP_REASONS.get(reason)
         error = None
         if stop is None:
-            stop, error = "error", f"{self.model.provider} finished with finish_reason {reason!r}"
+            stop, error = "error", f"{self.name} finished with finish_reason {reason!r}"
         message = self.builder.finish(stop, error)
         stale = [call for call in self.calls if call.stale]
         if stale:  # closed before all their arguments came: the final message has them all

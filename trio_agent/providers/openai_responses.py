@@ -372,7 +372,6 @@ def _int(value: Any) -> int:
 class _ResponsesParser(Parser):
     def __init__(self, model: Model, builder: AssistantMessageBuilder) -> None:
         super().__init__(model, builder)
-        self.name = model.provider or OpenAIResponses.label
         self.items: dict[int, _Item] = {}
         self.by_item_id: dict[str, _Item] = {}
         self.order: list[_Item] = []
@@ -407,7 +406,7 @@ class _ResponsesParser(Parser):
     def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
         if not event.data.strip():
             return ()
-        data = parse_json(event.data, f"an event from {self.name}")
+        data = parse_json(event.data, "an event", self.name)
         if not isinstance(data, dict):
             raise ProviderFailure(f"unexpected event from {self.name}: {event.data[:200]!r}")
         if not isinstance(data.get("type"), str):
