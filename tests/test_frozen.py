@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
+import pickle
 from typing import Any
 
 import attrs
@@ -12,7 +14,7 @@ from hypothesis import given
 import trio_agent
 from tests._support import examples
 from trio_agent import _events, _messages
-from trio_agent._frozen import fast_init
+from trio_agent._frozen import fast_init, maker
 from trio_agent.testing import strategies as ts
 
 FAST = [
@@ -23,6 +25,9 @@ FAST = [
     and attrs.has(cls)
     and "<fast_init" in cls.__init__.__code__.co_filename
 ]
+
+
+EVENTS = [cls for cls in FAST if cls.__module__ == _events.__name__]
 
 
 def test_the_hot_classes_have_it() -> None:
@@ -61,7 +66,7 @@ def test_it_has_the_signature_attrs_gives(cls: type) -> None:
     assert shape(cls) == shape(twin(cls))
 
 
-@pytest.mark.parametrize("cls", [c for c in FAST if c.__module__ == _events.__name__])
+@pytest.mark.parametrize("cls", EVENTS, ids=lambda cls: cls.__name__)
 def test_an_event_is_frozen_hashed_and_compared_as_before(cls: type) -> None:
     values = [object() for _ in attrs.fields(cls)]
     if cls in (_events.AgentEnd, _events.TurnEnd):  # their converters want sequences
@@ -133,3 +138,71 @@ def test_events_and_messages_still_read_and_write_as_json() -> None:
     message = trio_agent.AssistantMessage(content=(trio_agent.TextContent("hi"),), timestamp=1)
     assert trio_agent.loads(trio_agent.dumps([message])) == [message]
     assert '"type": "message_end"' in trio_agent.dumps(_events.MessageEnd(message))
+
+
+# --- maker ------------------------------------------------------------------------------
+
+
+def made_again(instance: Any) -> Any:
+    """``instance`` made again by the maker of its class, from its fields in order."""
+    fields = attrs.fields(type(instance))
+    return maker(type(instance))(*(getattr(instance, field.name) for field in fields))
+
+
+@pytest.mark.parametrize("cls", EVENTS, ids=lambda cls: cls.__name__)
+def test_a_maker_makes_the_event_the_class_makes(cls: type) -> None:
+    values = [object() for _ in attrs.fields(cls)]
+    if cls in (_events.AgentEnd, _events.TurnEnd):  # their converters want sequences
+        values = [None, ()] if cls is _events.TurnEnd else [()]
+    expected = cls(*values)
+    made = made_again(expected)
+    assert type(made) is cls
+    assert made == expected
+    assert hash(made) == hash(expected)
+    assert repr(made) == repr(expected)
+    for field in attrs.fields(cls):
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(made, field.name, None)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            delattr(made, field.name)
+
+
+@examples(0.2)
+@given(ts.messages())
+def test_a_maker_makes_messages_that_copy_pickle_and_serialize_alike(message: Any) -> None:
+    made = made_again(message)
+    assert type(made) is type(message)
+    assert made == message
+    assert copy.deepcopy(made) == message
+    assert pickle.loads(pickle.dumps(made)) == message
+    assert trio_agent.dumps([made]) == trio_agent.dumps([message])
+    for block in getattr(message, "content", ()):
+        if not isinstance(block, str):
+            assert made_again(block) == block
+
+
+def test_a_maker_takes_every_field_positionally_and_nothing_else() -> None:
+    make = maker(trio_agent.ToolCall)
+    assert list(inspect.signature(make).parameters) == [
+        "id",
+        "name",
+        "arguments",
+        "thought_signature",
+    ]
+    with pytest.raises(TypeError):
+        make("c1", "f", {})  # no defaults
+    partial_event = maker(_events.TextDelta)
+    assert "partial" in inspect.signature(partial_event).parameters  # the alias of _partial
+
+
+def test_a_maker_refuses_what_is_not_a_slotted_attrs_class() -> None:
+    @attrs.define(slots=False)
+    class Dicted:
+        value: int
+
+    class Plain:
+        __slots__ = ("value",)
+
+    for cls in (Dicted, Plain):
+        with pytest.raises(TypeError, match=f"{cls.__name__} is not a slotted attrs class"):
+            maker(cls)

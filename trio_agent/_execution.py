@@ -43,7 +43,15 @@ import trio
 from ._cancel import cancel_probe
 from ._config import AfterToolCallContext, BeforeToolCallContext
 from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
-from ._messages import AssistantMessage, TextContent, ToolCall, ToolResult, ToolResultMessage
+from ._frozen import maker
+from ._messages import (
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    now_ms,
+)
 from ._tools import AgentTool
 
 if TYPE_CHECKING:
@@ -136,6 +144,13 @@ class Batch:
 # --- the events of one call -----------------------------------------------------------
 
 
+# Made field by field in order (see _frozen.maker): a few of each per call.
+_execution_start = maker(ToolExecutionStart)
+_execution_update = maker(ToolExecutionUpdate)
+_execution_end = maker(ToolExecutionEnd)
+_result_message_of = maker(ToolResultMessage)
+
+
 # Each ``_*_event`` function records that the event is emitted and returns it;
 # the caller emits it (or, when a run is closed without listeners, drops it).
 
@@ -143,7 +158,7 @@ class Batch:
 def _start_event(state: CallState) -> ToolExecutionStart:
     call = state.tool_call
     state.started = True
-    return ToolExecutionStart(call.id, call.name, call.arguments)
+    return _execution_start(call.id, call.name, call.arguments)
 
 
 def _end_event(state: CallState) -> ToolExecutionEnd:
@@ -151,20 +166,21 @@ def _end_event(state: CallState) -> ToolExecutionEnd:
     result = state.result
     assert result is not None
     state.ended = True
-    return ToolExecutionEnd(call.id, call.name, result, state.is_error)
+    return _execution_end(call.id, call.name, result, state.is_error)
 
 
 def _result_message(state: CallState) -> ToolResultMessage:
     call = state.tool_call
     result = state.result
     assert result is not None
-    message = ToolResultMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=result.content,
-        details=result.details,
-        is_error=state.is_error,
-        usage=result.usage,
+    message = _result_message_of(
+        call.id,
+        call.name,
+        result.content,  # a tuple already, as ToolResult holds it
+        result.details,
+        state.is_error,
+        result.usage,
+        now_ms(),  # timestamp
     )
     state.message = message
     return message
@@ -294,7 +310,7 @@ async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
 
 def _update_event(state: CallState, partial: ToolResult) -> ToolExecutionUpdate:
     call = state.tool_call
-    return ToolExecutionUpdate(call.id, call.name, call.arguments, partial)
+    return _execution_update(call.id, call.name, call.arguments, partial)
 
 
 async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:

@@ -10,15 +10,29 @@ stays what attrs made it: frozen, hashable, compared and shown by its
 fields. A class it cannot copy faithfully (a validator, a converter or
 factory that takes ``self``, an ``__attrs_pre_init__`` / ``__attrs_post_init__``)
 is refused with ``TypeError``.
+
+:func:`maker` goes further for the few places that make such objects per
+delta or per turn. Setting a slot through its descriptor is a call; a plain
+attribute store on a class without a ``__setattr__`` of its own is a few
+bytecodes. So a maker builds the object as an instance of an unfrozen twin
+(a subclass of the class that adds no slot and undoes the freezing), stores
+each field, then makes the object an instance of the class itself: the
+same object the class makes, in a half to a quarter of the time for classes
+of three fields or more (``python -m benchmarks B1``). A maker takes every
+field in order, positionally, as the field holds it: no defaults and no
+converters, which the caller has already applied. The classes themselves,
+their constructors, copying and pickling are untouched.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
 
 _C = TypeVar("_C", bound=type)
+_T = TypeVar("_T")
 
 
 def fast_init(cls: _C) -> _C:
@@ -73,3 +87,35 @@ def _plain_callable(converter: Any) -> bool:
     return callable(converter) and not (
         converter_class is not None and isinstance(converter, converter_class)
     )
+
+
+def maker(cls: type[_T]) -> Callable[..., _T]:
+    """A function making ``cls`` from every field, in order, as stored (see the module docs)."""
+    if not (attrs.has(cls) and "__slots__" in vars(cls)):
+        raise TypeError(f"{cls.__name__} is not a slotted attrs class")
+    twin = type(
+        cls.__name__,
+        (cls,),
+        {
+            "__slots__": (),
+            "__module__": cls.__module__,
+            "__setattr__": object.__setattr__,
+            "__delattr__": object.__delattr__,
+        },
+    )
+    fields = attrs.fields(cls)
+    names = [field.name for field in fields]
+    parameters = [field.alias for field in fields]  # what the constructor calls them
+    body = "".join(
+        f"    self.{name} = {parameter}\n"
+        for name, parameter in zip(names, parameters, strict=True)
+    )
+    source = (
+        f"def make({', '.join(parameters)}):\n"
+        f"    self = _allocate(_twin)\n{body}    self.__class__ = _cls\n    return self\n"
+    )
+    namespace: dict[str, Any] = {"_allocate": object.__new__, "_twin": twin, "_cls": cls}
+    exec(compile(source, f"<maker of {cls.__qualname__}>", "exec"), namespace)
+    make: Callable[..., _T] = namespace["make"]
+    make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
+    return make

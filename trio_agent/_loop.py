@@ -70,6 +70,7 @@ from ._events import (
     TurnStart,
 )
 from ._execution import ABORTED, Batch, BatchMode, UpdatePump, closing_batch_events, run_batch
+from ._frozen import maker
 from ._messages import (
     AgentMessage,
     AssistantMessage,
@@ -91,6 +92,7 @@ __all__ = ["AgentEmit", "default_convert_to_llm", "run_agent_loop", "run_agent_l
 AgentEmit = Callable[[AgentEvent], Awaitable[None]]
 """The listener of a run: ``await emit(event)`` for every event, in order."""
 
+_turn_end = maker(TurnEnd)  # its tool results are a tuple already (see _frozen.maker)
 _LLM_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
 _BLOCK_EVENTS = frozenset(
     {
@@ -328,7 +330,7 @@ class _Run:
                     await run_batch(self, self.batch)
                 results = self._batch_done()
                 self.turn_open = False
-                await self.emit(TurnEnd(message, results))
+                await self.emit(_turn_end(message, results))
                 if message.stop_reason == "error" or message.stop_reason == "aborted":
                     await self._end()
                     return

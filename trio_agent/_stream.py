@@ -50,6 +50,7 @@ from ._events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from ._frozen import maker
 from ._messages import (
     AssistantContent,
     AssistantMessage,
@@ -171,17 +172,33 @@ _BUILDER, _DONE, _OPEN, _COUNT, _SIGNATURE, _ARGUMENTS, _USAGE, _RESPONSE_ID, _T
 _MESSAGE = 9
 _NO_USAGE = Usage()
 
+# The events and blocks a reply is made of, made field by field in order
+# (see _frozen.maker): the builder makes one or two per delta.
+_text_content = maker(TextContent)
+_thinking_content = maker(ThinkingContent)
+_tool_call = maker(ToolCall)
+_assistant_message = maker(AssistantMessage)
+_text_start = maker(TextStart)
+_text_delta = maker(TextDelta)
+_text_end = maker(TextEnd)
+_thinking_start = maker(ThinkingStart)
+_thinking_delta = maker(ThinkingDelta)
+_thinking_end = maker(ThinkingEnd)
+_toolcall_start = maker(ToolCallStart)
+_toolcall_delta = maker(ToolCallDelta)
+_toolcall_end = maker(ToolCallEnd)
+_stream_done = maker(StreamDone)
+_stream_error = maker(StreamError)
+
 
 def _close(
     block: _OpenBlock, count: int, signature: str | None, arguments: dict[str, Any]
 ) -> AssistantContent:
     if block.kind == "text":
-        return TextContent(block.text_upto(count), text_signature=signature)
+        return _text_content(block.text_upto(count), signature)
     if block.kind == "thinking":
-        return ThinkingContent(
-            block.text_upto(count), thinking_signature=signature, redacted=block.redacted
-        )
-    return ToolCall(block.id, block.name, arguments, thought_signature=signature)
+        return _thinking_content(block.text_upto(count), signature, block.redacted)
+    return _tool_call(block.id, block.name, arguments, signature)
 
 
 class AssistantMessageBuilder:
@@ -269,15 +286,16 @@ class AssistantMessageBuilder:
             block = snap[_OPEN]
             if block is not None:
                 content += (_close(block, snap[_COUNT], snap[_SIGNATURE], snap[_ARGUMENTS]),)
-            message = AssistantMessage(
-                content=content,
-                api=self._api,
-                provider=self._provider,
-                model=self._model,
-                usage=snap[_USAGE],
-                stop_reason="stop",
-                response_id=snap[_RESPONSE_ID],
-                timestamp=snap[_TIMESTAMP],
+            message = _assistant_message(
+                content,
+                self._api,
+                self._provider,
+                self._model,
+                snap[_USAGE],
+                "stop",
+                None,  # error_message
+                snap[_RESPONSE_ID],
+                snap[_TIMESTAMP],
             )
             snap[_MESSAGE] = message
         return message
@@ -288,16 +306,16 @@ class AssistantMessageBuilder:
         stop_reason: StopReason,
         error_message: str | None = None,
     ) -> AssistantMessage:
-        return AssistantMessage(
-            content=content,
-            api=self._api,
-            provider=self._provider,
-            model=self._model,
-            usage=self.usage,
-            stop_reason=stop_reason,
-            error_message=error_message,
-            response_id=self.response_id,
-            timestamp=self.timestamp,
+        return _assistant_message(
+            content,
+            self._api,
+            self._provider,
+            self._model,
+            self.usage,
+            stop_reason,
+            error_message,
+            self.response_id,
+            self.timestamp,
         )
 
     # -- events -------------------------------------------------------------------
@@ -333,7 +351,7 @@ class AssistantMessageBuilder:
     def text_start(self) -> TextStart:
         """Open a text block (closing the open block, if any)."""
         index = self._begin(_OpenBlock("text"))
-        return TextStart(index, self._snap())
+        return _text_start(index, self._snap())
 
     def text_delta(self, delta: str) -> TextDelta:
         """More text for the open text block."""
@@ -347,7 +365,7 @@ class AssistantMessageBuilder:
             self, len(self._done), block, len(chunks), self._signature, None,
             self.usage, self.response_id, self.timestamp, None,
         ]  # fmt: skip
-        return TextDelta(len(self._done), delta, snap)
+        return _text_delta(len(self._done), delta, snap)
 
     def text_end(self, *, signature: str | None = None) -> TextEnd:
         """Close the open text block (with the provider's ``signature``, if it sent one)."""
@@ -357,19 +375,19 @@ class AssistantMessageBuilder:
         index = len(self._done)
         block = self._finish_open()
         assert isinstance(block, TextContent)
-        return TextEnd(index, block.text, self._snap())
+        return _text_end(index, block.text, self._snap())
 
     def thinking_start(self, *, redacted: bool = False) -> ThinkingStart:
         """Open a thinking block (``redacted``: its text is encrypted, kept for replay)."""
         block = _OpenBlock("thinking")
         block.redacted = redacted
         index = self._begin(block)
-        return ThinkingStart(index, self._snap())
+        return _thinking_start(index, self._snap())
 
     def thinking_delta(self, delta: str) -> ThinkingDelta:
         """More thinking for the open thinking block."""
         self._require("thinking").chunks.append(delta)
-        return ThinkingDelta(len(self._done), delta, self._snap())
+        return _thinking_delta(len(self._done), delta, self._snap())
 
     def set_signature(self, signature: str) -> None:
         """Set the signature of the open block (thinking or text signature, thought signature)."""
@@ -385,12 +403,12 @@ class AssistantMessageBuilder:
         index = len(self._done)
         block = self._finish_open()
         assert isinstance(block, ThinkingContent)
-        return ThinkingEnd(index, block.thinking, self._snap())
+        return _thinking_end(index, block.thinking, self._snap())
 
     def toolcall_start(self, id: str, name: str) -> ToolCallStart:
         """Open a tool call block: the call ``id`` and the tool's ``name``."""
         index = self._begin(_OpenBlock("toolCall", id, name))
-        return ToolCallStart(index, self._snap())
+        return _toolcall_start(index, self._snap())
 
     def toolcall_delta(self, delta: str, arguments: dict[str, Any] | None = None) -> ToolCallDelta:
         """More argument JSON; ``arguments``: the object parsed so far, if the provider has one."""
@@ -398,7 +416,7 @@ class AssistantMessageBuilder:
         block.chunks.append(delta)
         if arguments is not None:
             block.arguments = arguments
-        return ToolCallDelta(len(self._done), delta, self._snap())
+        return _toolcall_delta(len(self._done), delta, self._snap())
 
     @property
     def toolcall_json(self) -> str:
@@ -413,7 +431,7 @@ class AssistantMessageBuilder:
         index = len(self._done)
         call = self._finish_open()
         assert isinstance(call, ToolCall)
-        return ToolCallEnd(index, call, self._snap())
+        return _toolcall_end(index, call, self._snap())
 
     def finish(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:
         """The final message: closes an open block, and turns ``stop`` into
@@ -430,5 +448,5 @@ class AssistantMessageBuilder:
         """The terminal event for ``message``: ``done``, or ``error`` for error and aborted."""
         reason = message.stop_reason
         if reason == "error" or reason == "aborted":
-            return StreamError(reason, message)
-        return StreamDone(reason, message)
+            return _stream_error(reason, message)
+        return _stream_done(reason, message)

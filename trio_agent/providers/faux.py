@@ -39,8 +39,9 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
-from .._cancel import cancel_probe
-from .._events import StreamError
+from .._cancel import CancelProbe, cancel_probe
+from .._events import AssistantMessageEvent, StreamError
+from .._frozen import maker
 from .._messages import (
     AssistantContent,
     AssistantMessage,
@@ -165,6 +166,9 @@ class FauxCall:
     options: StreamOptions
 
 
+_faux_call = maker(FauxCall)
+
+
 class _Script:
     """The mutable part of a scripted model: what is left to play, what was asked."""
 
@@ -285,7 +289,7 @@ async def stream(
         )
     assert isinstance(model, FauxModel)
     index = script.next
-    script.calls.append(FauxCall(model=model, context=context, options=options))
+    script.calls.append(_faux_call(model, context, options))
     if index >= len(script.responses):
         # Not advancing ``next``: a reply added later (``model.add``) is played
         # by the next call instead of being skipped.
@@ -314,9 +318,14 @@ async def stream(
         delay = spec.chunk_delay
         if delay is None:
             delay = 1 / model.pace if model.pace else 0.0
+        # Each delta first waits for its pace, or is only a cancellation point:
+        # an abort while the loop handled delta n stops the stream before n + 1.
+        cancelled = None if delay else cancel_probe()
         await emit(builder.start())
         for position, block in enumerate(spec.content):
-            await _stream_block(builder, block, f"faux_{index}_{position}", size, delay, emit)
+            await _stream_block(
+                builder, block, f"faux_{index}_{position}", size, delay, cancelled, emit
+            )
         final = builder.finish(stop_reason, error_message)
     else:
         content = tuple(
@@ -351,38 +360,42 @@ async def _stream_block(
     default_id: str,
     size: int | None,
     delay: float,
+    cancelled: CancelProbe | None,
     emit: Emit,
 ) -> None:
-    # Each delta first waits for its pace, or is only a cancellation point:
-    # an abort while the loop handled delta n stops the stream before n + 1.
-    cancelled = cancel_probe()
     if isinstance(block, TextContent):
         await emit(builder.text_start())
-        for chunk in _chunks(block.text, size):
-            if delay:
-                await trio.sleep(delay)
-            elif cancelled():
-                await trio.lowlevel.checkpoint_if_cancelled()
-            await emit(builder.text_delta(chunk))
+        await _deltas(_chunks(block.text, size), builder.text_delta, delay, cancelled, emit)
         await emit(builder.text_end(signature=block.text_signature))
     elif isinstance(block, ThinkingContent):
         await emit(builder.thinking_start(redacted=block.redacted))
-        for chunk in _chunks(block.thinking, size):
-            if delay:
-                await trio.sleep(delay)
-            elif cancelled():
-                await trio.lowlevel.checkpoint_if_cancelled()
-            await emit(builder.thinking_delta(chunk))
+        await _deltas(_chunks(block.thinking, size), builder.thinking_delta, delay, cancelled, emit)
         await emit(builder.thinking_end(signature=block.thinking_signature))
     else:
         await emit(builder.toolcall_start(block.id or default_id, block.name))
         arguments = block.arguments
-        for chunk in _chunks(_encode(arguments) if arguments else "{}", size):
-            if delay:
-                await trio.sleep(delay)
-            elif cancelled():
-                await trio.lowlevel.checkpoint_if_cancelled()
-            await emit(builder.toolcall_delta(chunk))
+        chunks = _chunks(_encode(arguments) if arguments else "{}", size)
+        await _deltas(chunks, builder.toolcall_delta, delay, cancelled, emit)
         if block.thought_signature is not None:
             builder.set_signature(block.thought_signature)
         await emit(builder.toolcall_end(dict(block.arguments)))
+
+
+async def _deltas(
+    chunks: list[str],
+    delta: Callable[[str], AssistantMessageEvent],
+    delay: float,
+    cancelled: CancelProbe | None,
+    emit: Emit,
+) -> None:
+    """Emit a delta per chunk, each after its pace, or after a check for an abort."""
+    if delay:
+        for chunk in chunks:
+            await trio.sleep(delay)
+            await emit(delta(chunk))
+        return
+    assert cancelled is not None  # made for every stream without a pace
+    for chunk in chunks:
+        if cancelled():
+            await trio.lowlevel.checkpoint_if_cancelled()
+        await emit(delta(chunk))
