@@ -92,7 +92,9 @@ __all__ = ["AgentEmit", "default_convert_to_llm", "run_agent_loop", "run_agent_l
 AgentEmit = Callable[[AgentEvent], Awaitable[None]]
 """The listener of a run: ``await emit(event)`` for every event, in order."""
 
-_turn_end = maker(TurnEnd)  # its tool results are a tuple already (see _frozen.maker)
+# Made field by field in order (see _frozen.maker), once per turn.
+_turn_end = maker(TurnEnd)  # its tool results are a tuple already
+_llm_context = maker(LlmContext)
 _LLM_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
 _BLOCK_EVENTS = frozenset(
     {
@@ -213,21 +215,29 @@ class _Run:
 
     # -- shared helpers ----------------------------------------------------------------------
 
-    async def emit(self, event: AgentEvent, cancelled: CancelProbe | None = None) -> None:
+    def emit(self, event: AgentEvent, cancelled: CancelProbe | None = None) -> Awaitable[None]:
         """Deliver ``event`` to the listener — unless the run was aborted meanwhile.
 
         Events after an abort are emitted outside the cancelled scope (loop.md
         §6): an event the loop has already recorded as emitted but that met
         an abort first is kept in ``undelivered``, and ``closing_events``
         yields it before anything else.
+
+        Await what it returns: the listener's own awaitable when the run goes
+        on (no frame of ours between the loop and the listener; this runs for
+        every event), or one that raises ``Cancelled``.
         """
         if (cancelled or self.cancelled)():
-            try:
-                await trio.lowlevel.checkpoint_if_cancelled()
-            except trio.Cancelled:
-                self.undelivered = event
-                raise
-        await self.listener(event)
+            return self._withhold(event)
+        return self.listener(event)
+
+    async def _withhold(self, event: AgentEvent) -> None:
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            self.undelivered = event
+            raise
+        await self.listener(event)  # the probe saw a cancellation that is not ours to take
 
     async def stop_if_cancelled(self) -> None:
         """Raise ``Cancelled`` if the run's task is cancelled (``checkpoint_if_cancelled()``)."""
@@ -444,7 +454,7 @@ class _Run:
             api_key = await config.get_api_key(self.model.provider)
         options = self._stream_options(api_key or config.api_key)
         await trio.lowlevel.checkpoint_if_cancelled()  # an abort sends no further request
-        context = LlmContext(self.system_prompt, llm_messages, self.tools)
+        context = _llm_context(self.system_prompt, llm_messages, self.tools)
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
             returned = await stream_fn(self.model, context, options, self._on_stream_event)

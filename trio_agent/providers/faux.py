@@ -323,9 +323,7 @@ async def stream(
         cancelled = None if delay else cancel_probe()
         await emit(builder.start())
         for position, block in enumerate(spec.content):
-            await _stream_block(
-                builder, block, f"faux_{index}_{position}", size, delay, cancelled, emit
-            )
+            await _stream_block(builder, block, index, position, size, delay, cancelled, emit)
         final = builder.finish(stop_reason, error_message)
     else:
         content = tuple(
@@ -357,7 +355,8 @@ _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 async def _stream_block(
     builder: AssistantMessageBuilder,
     block: AssistantContent,
-    default_id: str,
+    call: int,
+    position: int,
     size: int | None,
     delay: float,
     cancelled: CancelProbe | None,
@@ -372,7 +371,8 @@ async def _stream_block(
         await _deltas(_chunks(block.thinking, size), builder.thinking_delta, delay, cancelled, emit)
         await emit(builder.thinking_end(signature=block.thinking_signature))
     else:
-        await emit(builder.toolcall_start(block.id or default_id, block.name))
+        id = block.id or f"faux_{call}_{position}"  # made only when needed
+        await emit(builder.toolcall_start(id, block.name))
         arguments = block.arguments
         chunks = _chunks(_encode(arguments) if arguments else "{}", size)
         await _deltas(chunks, builder.toolcall_delta, delay, cancelled, emit)
