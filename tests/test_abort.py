@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -447,3 +448,47 @@ async def test_an_abort_in_tool_execution_start_runs_no_tool(mode: str, count: i
     )
     assert executed == ([] if mode == "parallel" else [f"t{i}" for i in range(1, count)])
     assert texts(messages)[-1] == (f"t{count}", ABORTED)
+
+
+class _Marker:
+    """An object only the tool's frame holds."""
+
+
+def test_an_aborted_run_lets_go_of_its_frames_before_its_nursery_closes() -> None:
+    # The run's nursery ends with a schedule point. An abort's Cancelled is
+    # caught by the run's own scope, after that point; its traceback must not
+    # keep the run's frames (and what they hold) alive across it: with many
+    # runs aborted together, all of them would be alive at once.
+    alive_at_step_end: list[bool] = []
+    marker: list[weakref.ref[_Marker]] = []
+    runner: list[trio.lowlevel.Task] = []
+    abort = trio.CancelScope()
+
+    async def execute(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        held = _Marker()
+        marker.append(weakref.ref(held))
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    class Watch(trio.abc.Instrument):
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            if runner and task is runner[0] and abort.cancel_called:
+                alive_at_step_end.append(marker[0]() is not None)
+
+    async def main() -> None:
+        model = faux.model([faux.reply(faux.tool_call("hold", {}, id="c1"))])
+        async with trio.open_nursery() as nursery:
+
+            async def go() -> None:
+                runner.append(trio.lowlevel.current_task())
+                await run(model, abort, tools=[make_tool("hold", execute)])
+
+            nursery.start_soon(go)
+            await trio.testing.wait_all_tasks_blocked()
+            assert marker
+            assert marker[0]() is not None
+            abort.cancel()
+
+    trio.run(main, instruments=[Watch()])
+    assert alive_at_step_end, "the run never stepped after the abort"
+    assert alive_at_step_end[0] is False

@@ -687,6 +687,13 @@ async def _drive(
                 run.nursery = nursery
                 try:
                     await run.main(prompts)
+                except trio.Cancelled as cancelled:
+                    if abort.cancel_called:
+                        # Ours to catch, on the far side of the nursery's closing
+                        # schedule point: its traceback would keep every frame of
+                        # the run alive until then, for nobody.
+                        cancelled.__traceback__ = None
+                    raise
                 finally:
                     run.close_pump()
     except BaseExceptionGroup as group:
