@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from ._cancel import cancel_probe
+from ._cancel import CancelProbe, cancel_probe
 from ._config import AfterToolCallContext, BeforeToolCallContext
 from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._frozen import maker
@@ -242,15 +242,17 @@ async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
     state.args = args
 
 
-async def _execute(state: CallState, on_update: Any) -> None:
+async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
 
-    Cancellation: ``Cancelled`` propagates and nothing is recorded.
+    ``cancelled``: the probe of the calling task, if it has one. Cancellation:
+    ``Cancelled`` propagates and nothing is recorded.
     """
     tool = state.tool
     assert tool is not None
     call = state.tool_call
-    await trio.lowlevel.checkpoint_if_cancelled()  # an abort starts no further tool
+    if cancelled is None or cancelled():
+        await trio.lowlevel.checkpoint_if_cancelled()  # an abort starts no further tool
     state.accepting = True
     try:
         result = await tool.execute(call.id, state.args, on_update)
@@ -321,7 +323,7 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
         if state.accepting:
             pump.push(_update_event(state, partial))
 
-    await _execute(state, on_update)
+    await _execute(state, on_update, run.cancelled)
     if pump.backlog:
         await pump.wait_drained()
     await _finalize(run, batch, state)
@@ -330,7 +332,7 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
     """Run several calls as child tasks; emit their updates and ends as they arrive."""
     send, receive = run.batch_channel()
-    now = trio.current_time  # each report carries the moment it was made
+    now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
 
     async def child(state: CallState) -> None:
         def on_update(partial: ToolResult) -> None:

@@ -325,7 +325,8 @@ class _Run:
             self.more = True
             while self.more or self.pending:
                 if not first_turn:
-                    await self.stop_if_cancelled()
+                    if self.cancelled():  # stop_if_cancelled, inlined: once per turn
+                        await trio.lowlevel.checkpoint_if_cancelled()
                     if config.prepare_next_turn is not None and last_turn is not None:
                         self._apply(await config.prepare_next_turn(last_turn))
                         await self.stop_if_cancelled()
@@ -334,7 +335,8 @@ class _Run:
                     self.turn_open = True
                     self.assistant = None
                     await self.emit(TurnStart())
-                await self._inject()
+                if self.pending:
+                    await self._inject()
                 message = await self._stream_reply()
                 if self.batch is not None:  # none for an error or aborted reply
                     await run_batch(self, self.batch)
@@ -453,7 +455,8 @@ class _Run:
         if config.get_api_key is not None:
             api_key = await config.get_api_key(self.model.provider)
         options = self._stream_options(api_key or config.api_key)
-        await trio.lowlevel.checkpoint_if_cancelled()  # an abort sends no further request
+        if self.cancelled():  # an abort sends no further request
+            await trio.lowlevel.checkpoint_if_cancelled()
         context = _llm_context(self.system_prompt, llm_messages, self.tools)
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
