@@ -25,7 +25,10 @@ Figures (performance.md):
   a memory channel the parent receives from.
 - B3: streaming — 100,000 one-character text deltas through the loop to one
   awaited listener, in events (deltas) per second. Floor: two awaited no-op
-  calls per delta (provider to loop, loop to listener).
+  calls per delta (provider to loop, loop to listener). Also measured: the
+  same two awaits with what the contract makes per delta and nothing else
+  (a delta event holding a partial snapshot, its ``message_update``, an
+  abort check on each side), in bare Python: the most CPython allows.
 - B4: bursts — the same 100,000 deltas into a subscriber that reads only
   after the run: ``Agent.events()`` with a buffer that holds every event of
   the run, drained once ``prompt()`` has returned; deltas per second,
@@ -89,11 +92,14 @@ from trio_agent import (
     AgentEvent,
     AgentLoopConfig,
     AgentTool,
+    MessageUpdate,
+    TextDelta,
     ToolResult,
     ToolUpdate,
     UserMessage,
     run_agent_loop,
 )
+from trio_agent._frozen import maker
 from trio_agent.providers import faux
 
 Figure = dict[str, Any]
@@ -151,6 +157,29 @@ async def _awaited_noops(count: int) -> None:
 async def _checkpoints(count: int) -> None:
     for _ in range(count):
         await trio.lowlevel.checkpoint()
+
+
+async def _bare_deltas(count: int) -> None:
+    """What the contract makes and calls per delta, in bare Python and nothing else:
+    a delta event with a partial snapshot, its ``message_update``, an abort check
+    on each side, an await from provider to loop and from loop to listener."""
+    make_delta = maker(TextDelta)
+    listener = _noop_listener
+
+    def cancelled() -> bool:
+        return False
+
+    async def handle(event: Any) -> None:
+        update = MessageUpdate(event)
+        if cancelled():
+            await trio.lowlevel.checkpoint_if_cancelled()
+        await listener(update)
+
+    for _ in range(count):
+        if cancelled():
+            await trio.lowlevel.checkpoint_if_cancelled()
+        snapshot = [None, 0, None, 0, None, None, None, None, None, None]
+        await handle(make_delta(0, "x", snapshot))
 
 
 async def _spawn_and_send(count: int) -> None:
@@ -356,7 +385,16 @@ def bench_b3(repeats: int, deltas: int = 100_000) -> Figure:
 
     samples = [one() for _ in range(repeats)]
     floor_samples = [deltas / _timed(lambda: _awaited_noops(2 * deltas)) for _ in range(repeats)]
-    return _figure(samples, floor_samples, "events/s", lower_is_better=False)
+    bare = statistics.median(deltas / _timed(lambda: _bare_deltas(deltas)) for _ in range(repeats))
+    return _figure(
+        samples,
+        floor_samples,
+        "events/s",
+        lower_is_better=False,
+        bare_python=bare,
+        detail=f"the contract's per-delta objects and awaits alone, in bare Python: "
+        f"{bare / 1e6:.2f} M/s",
+    )
 
 
 def _b4_count(reply: faux.Reply) -> int:
