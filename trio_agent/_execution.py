@@ -34,7 +34,7 @@ exactly one result: the one it finished with, or "Operation aborted".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -186,16 +186,20 @@ def _result_message(state: CallState) -> ToolResultMessage:
     return message
 
 
-async def _start(run: _Run, state: CallState) -> None:
-    await run.emit(_start_event(state))
+# Plain functions returning what ``run.emit`` returns (the listener's awaitable):
+# no frame of their own between the loop and the listener, a few times per call.
 
 
-async def _end(run: _Run, state: CallState) -> None:
-    await run.emit(_end_event(state))
+def _start(run: _Run, state: CallState) -> Awaitable[None]:
+    return run.emit(_start_event(state))
 
 
-async def _announce(run: _Run, state: CallState) -> None:
-    await run.announce(_result_message(state))
+def _end(run: _Run, state: CallState) -> Awaitable[None]:
+    return run.emit(_end_event(state))
+
+
+def _announce(run: _Run, state: CallState) -> Awaitable[None]:
+    return run.announce(_result_message(state))
 
 
 # --- preparing and executing ------------------------------------------------------------
@@ -271,14 +275,14 @@ async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | No
 
 
 async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
-    """Let ``after_tool_call`` override an executed call's result (in the loop task).
+    """Let ``after_tool_call`` (there is one) override an executed call's result
+    (in the loop task).
 
     The tool's own result is already recorded, so a call whose hook is cut
     short by an abort keeps the result the tool returned.
     """
     after = run.config.after_tool_call
-    if after is None:
-        return
+    assert after is not None
     call = state.tool_call
     result = state.result
     is_error = state.is_error
@@ -326,7 +330,8 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
     await _execute(state, on_update, run.cancelled)
     if pump.backlog:
         await pump.wait_drained()
-    await _finalize(run, batch, state)
+    if run.config.after_tool_call is not None:
+        await _finalize(run, batch, state)
 
 
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
@@ -366,7 +371,8 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
         for _, state, update in arrived:
             if update is None:
                 remaining -= 1
-                await _finalize(run, batch, state)
+                if run.config.after_tool_call is not None:
+                    await _finalize(run, batch, state)
                 await _end(run, state)
             else:
                 await run.emit(update)
