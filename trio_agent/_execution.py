@@ -205,45 +205,54 @@ def _announce(run: _Run, state: CallState) -> Awaitable[None]:
 # --- preparing and executing ------------------------------------------------------------
 
 
-async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
-    """Find the tool, shim and validate the arguments, ask ``before_tool_call``.
+def _prepare(run: _Run, state: CallState) -> bool:
+    """Find the tool, shim and validate the arguments: whether the call is ready.
 
     On failure the call gets its (error) result now; otherwise ``state.tool``
-    and ``state.args`` are set and the call is ready to execute.
+    and ``state.args`` are set, for ``before_tool_call`` (if any, see
+    :func:`_ask_before`) and then the tool.
     """
     call = state.tool_call
     tool = run.tool_map.get(call.name)
     if tool is None:
         state.result = error_result(f"Tool {call.name} not found")
-        return
+        return False
     try:
         arguments: Any = call.arguments
         if tool.prepare_arguments is not None:
             arguments = tool.prepare_arguments(arguments)
         args = tool.validate_arguments(arguments)
-        before = run.config.before_tool_call
-        if before is not None:
-            verdict = await before(
-                BeforeToolCallContext(
-                    assistant_message=batch.assistant,
-                    tool_call=call,
-                    args=args,
-                    context=run.context(),
-                )
-            )
-            # An abort the hook did not notice still stops the call here.
-            await run.stop_if_cancelled()
-            if verdict is not None and verdict.block:
-                result = error_result(verdict.reason or _BLOCKED)
-                if verdict.terminate is True:
-                    result = attrs.evolve(result, terminate=True)
-                state.result = result
-                return
-    except Exception as exc:  # a tool's or a hook's failure is the call's result
+    except Exception as exc:  # a tool's failure is the call's result
         state.result = error_result(exception_text(exc))
-        return
+        return False
     state.tool = tool
     state.args = args
+    return True
+
+
+async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
+    """Ask ``before_tool_call`` (there is one) about a prepared call: a block, or
+    the hook's failure, is the call's result."""
+    before = run.config.before_tool_call
+    assert before is not None
+    try:
+        verdict = await before(
+            BeforeToolCallContext(
+                assistant_message=batch.assistant,
+                tool_call=state.tool_call,
+                args=state.args,
+                context=run.context(),
+            )
+        )
+        # An abort the hook did not notice still stops the call here.
+        await run.stop_if_cancelled()
+        if verdict is not None and verdict.block:
+            result = error_result(verdict.reason or _BLOCKED)
+            if verdict.terminate is True:
+                result = attrs.evolve(result, terminate=True)
+            state.result = result
+    except Exception as exc:  # a hook's failure is the call's result
+        state.result = error_result(exception_text(exc))
 
 
 async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
@@ -392,7 +401,8 @@ async def run_batch(run: _Run, batch: Batch) -> None:
     elif batch.mode == "sequential" or len(calls) == 1:
         for state in calls:
             await _start(run, state)
-            await _prepare(run, batch, state)
+            if _prepare(run, state) and run.config.before_tool_call is not None:
+                await _ask_before(run, batch, state)
             if state.result is None:
                 await _execute_inline(run, batch, state)
             await _end(run, state)
@@ -401,7 +411,8 @@ async def run_batch(run: _Run, batch: Batch) -> None:
         ready: list[CallState] = []
         for state in calls:
             await _start(run, state)
-            await _prepare(run, batch, state)
+            if _prepare(run, state) and run.config.before_tool_call is not None:
+                await _ask_before(run, batch, state)
             if state.result is None:
                 ready.append(state)
             else:
