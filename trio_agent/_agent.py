@@ -406,21 +406,20 @@ class Agent:
         send, receive = trio.open_memory_channel[AgentEvent](buffer)
 
         async def forward(event: AgentEvent) -> None:
-            run = self._run
-            if run is not None and run.abort.cancel_called:
-                # The abort does not wait for a consumer that is stuck.
-                with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
-                    send.send_nowait(event)
-                return
-            # A consumer that closed its end has nobody to tell. With room in the
-            # buffer the event goes in at once: waiting is for a full buffer only.
+            # With room in the buffer the event goes in at once: waiting is for
+            # a full buffer only. A consumer that closed its end has nobody to tell.
             try:
                 send.send_nowait(event)
+                return
             except trio.WouldBlock:
-                with contextlib.suppress(trio.BrokenResourceError):
-                    await send.send(event)
-            except trio.BrokenResourceError:
                 pass
+            except trio.BrokenResourceError:
+                return
+            run = self._run
+            if run is not None and run.abort.cancel_called:
+                return  # the abort does not wait for a consumer that is stuck
+            with contextlib.suppress(trio.BrokenResourceError):
+                await send.send(event)
 
         unsubscribe = self.subscribe(forward)
         try:
