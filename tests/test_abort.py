@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -492,3 +493,56 @@ def test_an_aborted_run_lets_go_of_its_frames_before_its_nursery_closes() -> Non
     trio.run(main, instruments=[Watch()])
     assert alive_at_step_end, "the run never stepped after the abort"
     assert alive_at_step_end[0] is False
+
+
+async def _garbage_of(run: Callable[[], Awaitable[object]]) -> set[str]:
+    """The type names of the objects that only a collection would free after ``run``."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        await run()
+        gc.collect()
+        return {type(item).__name__ for item in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+RUN_PARTS = {"_Run", "UpdatePump", "Nursery", "Task", "CancelScope", "MemoryChannelState"}
+
+
+async def test_a_run_that_ended_leaves_no_reference_cycle_behind() -> None:
+    # Refcounting frees a run as soon as it returns, however it ended: nothing
+    # of it waits for the garbage collector (10,000 runs aborted at once would
+    # leave 10,000 such heaps for it).
+    async def report(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        on_update(ToolResult.text("half way"))
+        await trio.lowlevel.checkpoint()
+        return ToolResult.text("done")
+
+    async def finished() -> None:
+        model = faux.model(
+            [
+                faux.reply(
+                    faux.tool_call("report", {}, id="a"), faux.tool_call("report", {}, id="b")
+                ),
+                faux.reply(faux.tool_call("report", {}, id="c")),
+                "done",
+            ]
+        )
+        await run(model, trio.CancelScope(), tools=[make_tool("report", report)])
+
+    async def aborted() -> None:
+        abort = trio.CancelScope()
+
+        async def on_event(event: AgentEvent) -> None:
+            if event.type == "tool_execution_update":
+                abort.cancel()
+
+        model = faux.model([faux.reply(faux.tool_call("report", {}, id="a"))])
+        await run(model, abort, on_event, tools=[make_tool("report", report)])
+
+    assert await _garbage_of(finished) & RUN_PARTS == set()
+    assert await _garbage_of(aborted) & RUN_PARTS == set()

@@ -329,15 +329,16 @@ def _update_event(state: CallState, partial: ToolResult) -> ToolExecutionUpdate:
 
 
 async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
-    """Run one call in the loop task; its updates go through the run's pump."""
-    pump = run.pump()
+    """Run one call in the loop task; its updates go through the run's pump
+    (made on the first update of the run)."""
 
     def on_update(partial: ToolResult) -> None:
         if state.accepting:
-            pump.push(_update_event(state, partial))
+            run.pump().push(_update_event(state, partial))
 
     await _execute(state, on_update, run.cancelled)
-    if pump.backlog:
+    pump = run.update_pump
+    if pump is not None and pump.backlog:
         await pump.wait_drained()
     if run.config.after_tool_call is not None:
         await _finalize(run, batch, state)

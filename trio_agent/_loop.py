@@ -270,8 +270,14 @@ class _Run:
             await self.emit(event)
 
     def pump(self) -> UpdatePump:
+        """The run's update pump, made now if need be."""
         if self._pump is None:
             self._pump = UpdatePump(self)
+        return self._pump
+
+    @property
+    def update_pump(self) -> UpdatePump | None:
+        """The run's update pump, if a tool has reported progress."""
         return self._pump
 
     def batch_channel(self) -> tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]]:
@@ -282,6 +288,7 @@ class _Run:
     def close_pump(self) -> None:
         if self._pump is not None:
             self._pump.close()
+            self._pump = None  # the pump refers to the run: no cycle left behind
 
     def close_channels(self) -> None:
         if self._channel is not None:
@@ -544,7 +551,13 @@ class _Run:
     ) -> AssistantMessage:
         if base is None:
             model = self.model
-            base = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+            return AssistantMessage(
+                api=model.api,
+                provider=model.provider,
+                model=model.id,
+                stop_reason=stop_reason,
+                error_message=text,
+            )
         return attrs.evolve(base, stop_reason=stop_reason, error_message=text)
 
     def closing_events(self, stop_reason: StopReason, text: str) -> Iterator[AgentEvent]:
