@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import signal
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -546,3 +547,70 @@ async def test_a_run_that_ended_leaves_no_reference_cycle_behind() -> None:
 
     assert await _garbage_of(finished) & RUN_PARTS == set()
     assert await _garbage_of(aborted) & RUN_PARTS == set()
+
+
+def _frame_names(exc: BaseException) -> list[str]:
+    names = []
+    tb = exc.__traceback__
+    while tb is not None:
+        names.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    return names
+
+
+async def test_a_cancellation_from_outside_keeps_its_traceback_when_the_run_was_aborted_too() -> (
+    None
+):
+    # The abort scope does not catch a Cancelled while an enclosing scope is
+    # cancelled too: that one goes on out, to the caller, whole.
+    abort = trio.CancelScope()
+    outer = trio.CancelScope()
+    escaped: list[BaseException] = []
+
+    async def sleep_in_tool(
+        call_id: str, args: dict[str, Any], on_update: ToolUpdate
+    ) -> ToolResult:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def go() -> None:
+        model = faux.model([faux.reply(faux.tool_call("hold", {}, id="c1"))])
+        with outer:
+            try:
+                await run(model, abort, tools=[make_tool("hold", sleep_in_tool)])
+            except trio.Cancelled as exc:
+                escaped.append(exc)
+                raise
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(go)
+        await trio.testing.wait_all_tasks_blocked()
+        abort.cancel()
+        outer.cancel()
+    assert len(escaped) == 1
+    assert "sleep_in_tool" in _frame_names(escaped[0])
+
+
+def test_a_pending_keyboard_interrupt_starts_no_further_tool() -> None:
+    executed: list[str] = []
+
+    async def quick(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        executed.append(call_id)
+        return ToolResult.text("ok")
+
+    async def interrupt_at_first_start(event: AgentEvent) -> None:
+        if event.type == "tool_execution_start":
+            signal.raise_signal(signal.SIGINT)  # pending until the next checkpoint
+
+    async def main() -> None:
+        model = faux.model([faux.reply(*(faux.tool_call("quick", {}, id=i) for i in "abc"))])
+        await run_agent_loop(
+            [UserMessage.text("go")],
+            AgentContext(tools=[make_tool("quick", quick, execution_mode="sequential")]),
+            AgentLoopConfig(model=model),
+            interrupt_at_first_start,
+        )
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main, restrict_keyboard_interrupt_to_checkpoints=True)
+    assert executed == []

@@ -206,3 +206,61 @@ def test_a_maker_refuses_what_is_not_a_slotted_attrs_class() -> None:
     for cls in (Dicted, Plain):
         with pytest.raises(TypeError, match=f"{cls.__name__} is not a slotted attrs class"):
             maker(cls)
+
+
+def test_a_maker_refuses_a_class_whose_constructor_does_more_than_store() -> None:
+    @attrs.frozen
+    class Validated:
+        value: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    @attrs.frozen
+    class Hidden:
+        value: int = attrs.field(init=False, default=0)
+
+    @attrs.frozen
+    class Posted:
+        value: int
+
+        def __attrs_post_init__(self) -> None:
+            pass
+
+    @attrs.frozen(cache_hash=True)
+    class Cached:
+        value: int
+
+    @attrs.frozen
+    class Clashing:
+        value: int = attrs.field(alias="_twin")
+
+    with pytest.raises(TypeError, match=r"Validated\.value is not a field a maker can store"):
+        maker(Validated)
+    with pytest.raises(TypeError, match=r"Hidden\.value is not a field a maker can store"):
+        maker(Hidden)
+    with pytest.raises(TypeError, match="Posted has an __attrs_pre_init__ or __attrs_post_init__"):
+        maker(Posted)
+    with pytest.raises(TypeError, match="Cached caches its hash"):
+        maker(Cached)
+    with pytest.raises(TypeError, match=r"Clashing\.value is not a field a maker can store"):
+        maker(Clashing)
+
+
+def test_makers_of_a_class_share_one_twin() -> None:
+    maker(trio_agent.ToolCall)
+    before = trio_agent.ToolCall.__subclasses__()
+    make = maker(trio_agent.ToolCall)
+    assert trio_agent.ToolCall.__subclasses__() == before
+    assert len(before) == 1
+    assert make.__module__ == trio_agent.ToolCall.__module__
+
+
+def test_a_maker_makes_the_plain_attrs_classes_the_loop_makes_with_it() -> None:
+    from trio_agent.providers import faux
+
+    context = trio_agent.LlmContext("system", [trio_agent.UserMessage.text("hi")], ())
+    assert made_again(context) == context
+    assert type(made_again(context)) is trio_agent.LlmContext
+    model = faux.model(["ok"])
+    call = faux.FauxCall(model=model, context=context, options=trio_agent.StreamOptions())
+    assert made_again(call) == call
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made_again(call).model = model

@@ -42,3 +42,13 @@ def cancel_probe() -> CancelProbe:
         return task._cancel_status.effectively_cancelled
 
     return cancelled
+
+
+def catches(scope: trio.CancelScope) -> bool:
+    """Whether a ``Cancelled`` raised now inside ``scope`` (an entered scope) stops at
+    it: ``scope`` is cancelled and no enclosing scope's cancellation reaches
+    through it (then the ``Cancelled`` goes on out, as Trio has it). ``False``
+    when the installed Trio does not tell."""
+    status = getattr(scope, "_cancel_status", None)
+    visible = getattr(status, "parent_cancellation_is_visible_to_us", None)
+    return scope.cancel_called and visible is False

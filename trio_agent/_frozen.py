@@ -18,14 +18,18 @@ bytecodes. So a maker builds the object as an instance of an unfrozen twin
 (a subclass of the class that adds no slot and undoes the freezing), stores
 each field, then makes the object an instance of the class itself: the
 same object the class makes, in a half to a quarter of the time for classes
-of three fields or more (``python -m benchmarks B1``). A maker takes every
-field in order, positionally, as the field holds it: no defaults and no
-converters, which the caller has already applied. The classes themselves,
-their constructors, copying and pickling are untouched.
+of three fields or more (timeit: ``AssistantMessage``, nine fields by
+keyword, 0.9 µs by its constructor, 0.21 µs by its maker). A maker takes
+every field in order, positionally, as the field holds it: no defaults and
+no converters, which the caller has already applied. The objects it makes
+are the class's own (type, equality, hash, repr, copying and pickling); the
+class, its constructor and its instances are untouched, and gains one
+subclass, the twin, made once per class.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -89,33 +93,55 @@ def _plain_callable(converter: Any) -> bool:
     )
 
 
+_MAKER_NAMES = frozenset({"_made", "_allocate", "_twin", "_cls"})
+
+
 def maker(cls: type[_T]) -> Callable[..., _T]:
-    """A function making ``cls`` from every field, in order, as stored (see the module docs)."""
+    """A function making ``cls`` from every field, in order, as stored (see the module docs).
+
+    Refuses with ``TypeError`` a class whose constructor does more than store
+    its fields: a validator, a field it does not take, ``__attrs_pre_init__`` /
+    ``__attrs_post_init__``, a cached hash.
+    """
     if not (attrs.has(cls) and "__slots__" in vars(cls)):
         raise TypeError(f"{cls.__name__} is not a slotted attrs class")
-    twin = type(
+    if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
+        raise TypeError(f"{cls.__name__} has an __attrs_pre_init__ or __attrs_post_init__")
+    if any("cached_hash" in slot for slot in cls.__slots__):  # type: ignore[attr-defined]
+        raise TypeError(f"{cls.__name__} caches its hash")
+    fields = attrs.fields(cls)
+    for field in fields:
+        if not field.init or field.validator is not None or field.alias in _MAKER_NAMES:
+            raise TypeError(f"{cls.__name__}.{field.name} is not a field a maker can store")
+    names = [field.name for field in fields]
+    parameters = [field.alias for field in fields]  # what the constructor calls them
+    body = "".join(
+        f"    _made.{name} = {parameter}\n"
+        for name, parameter in zip(names, parameters, strict=True)
+    )
+    source = (
+        f"def make({', '.join(parameters)}):\n"
+        f"    _made = _allocate(_twin)\n{body}    _made.__class__ = _cls\n    return _made\n"
+    )
+    namespace: dict[str, Any] = {"_allocate": object.__new__, "_twin": _twin(cls), "_cls": cls}
+    exec(compile(source, f"<maker of {cls.__qualname__}>", "exec"), namespace)
+    make: Callable[..., _T] = namespace["make"]
+    make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
+    make.__module__ = cls.__module__
+    return make
+
+
+@functools.cache
+def _twin(cls: type) -> type:
+    """The unfrozen twin of ``cls`` (one per class): a subclass adding no slot."""
+    return type(
         cls.__name__,
         (cls,),
         {
             "__slots__": (),
             "__module__": cls.__module__,
+            "__qualname__": f"{cls.__qualname__}.<unfrozen twin>",
             "__setattr__": object.__setattr__,
             "__delattr__": object.__delattr__,
         },
     )
-    fields = attrs.fields(cls)
-    names = [field.name for field in fields]
-    parameters = [field.alias for field in fields]  # what the constructor calls them
-    body = "".join(
-        f"    self.{name} = {parameter}\n"
-        for name, parameter in zip(names, parameters, strict=True)
-    )
-    source = (
-        f"def make({', '.join(parameters)}):\n"
-        f"    self = _allocate(_twin)\n{body}    self.__class__ = _cls\n    return self\n"
-    )
-    namespace: dict[str, Any] = {"_allocate": object.__new__, "_twin": twin, "_cls": cls}
-    exec(compile(source, f"<maker of {cls.__qualname__}>", "exec"), namespace)
-    make: Callable[..., _T] = namespace["make"]
-    make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
-    return make

@@ -54,7 +54,7 @@ import attrs
 import trio
 
 from . import _resources
-from ._cancel import CancelProbe, cancel_probe
+from ._cancel import CancelProbe, cancel_probe, catches
 from ._config import AgentContext, AgentLoopConfig, NextTurn, TurnContext
 from ._events import (
     AgentEnd,
@@ -225,7 +225,9 @@ class _Run:
 
         Await what it returns: the listener's own awaitable when the run goes
         on (no frame of ours between the loop and the listener; this runs for
-        every event), or one that raises ``Cancelled``.
+        every event), else one that raises ``Cancelled`` if the run's task is
+        cancelled (keeping the event as undelivered) and delivers the event
+        if it is not.
         """
         if (cancelled or self.cancelled)():
             return self._withhold(event)
@@ -462,8 +464,9 @@ class _Run:
         if config.get_api_key is not None:
             api_key = await config.get_api_key(self.model.provider)
         options = self._stream_options(api_key or config.api_key)
-        if self.cancelled():  # an abort sends no further request
-            await trio.lowlevel.checkpoint_if_cancelled()
+        # An abort sends no further request; nor does a pending KeyboardInterrupt,
+        # which this delivers too.
+        await trio.lowlevel.checkpoint_if_cancelled()
         context = _llm_context(self.system_prompt, llm_messages, self.tools)
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
@@ -704,10 +707,11 @@ async def _drive(
                 try:
                     await run.main(prompts)
                 except trio.Cancelled as cancelled:
-                    if abort.cancel_called:
+                    if catches(abort):
                         # Ours to catch, on the far side of the nursery's closing
                         # schedule point: its traceback would keep every frame of
-                        # the run alive until then, for nobody.
+                        # the run alive until then, for nobody. (One that goes on
+                        # out, for a cancellation from outside, keeps it.)
                         cancelled.__traceback__ = None
                     raise
                 finally:
