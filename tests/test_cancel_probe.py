@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import trio
 
@@ -50,3 +52,18 @@ async def test_a_probe_reads_its_own_task() -> None:
         nursery.start_soon(other)
         nursery.start_soon(trio.lowlevel.checkpoint)
     assert seen == [False]
+
+
+def test_in_the_main_task_a_probe_also_tells_of_a_pending_keyboard_interrupt() -> None:
+    told: list[bool] = []
+
+    async def main() -> None:
+        probe = cancel_probe()
+        told.append(probe())
+        signal.raise_signal(signal.SIGINT)  # pending until the next checkpoint
+        told.append(probe())
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main, restrict_keyboard_interrupt_to_checkpoints=True)
+    assert told == [False, True]

@@ -10,17 +10,22 @@ reader for the current task. It reads Trio's internal cancel status
 it, and falls back to the public ``current_effective_deadline() == -inf``
 otherwise.
 
+In the main task a probe also says yes when a ``KeyboardInterrupt`` is
+pending (Trio's ``ki_pending``), as ``checkpoint_if_cancelled()`` would act
+on it; the public fallback cannot see that, and leaves the interrupt to the
+run's next checkpoint.
+
 A probe only tells; the caller then awaits ``checkpoint_if_cancelled()``,
-which raises ``Cancelled`` exactly as before. What the probe skips on the
-uncancelled path is Trio's count of cancel points (``assert_checkpoints``
-still sees the run's real checkpoints) and the check for a pending
-``KeyboardInterrupt``, which is delivered at the run's next checkpoint.
+which raises ``Cancelled`` (or the ``KeyboardInterrupt``) exactly as
+before. What the probe skips on the quiet path is Trio's count of cancel
+points (``assert_checkpoints`` still sees the run's real checkpoints).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -37,6 +42,15 @@ def cancel_probe() -> CancelProbe:
     status = getattr(task, "_cancel_status", None)
     if not isinstance(getattr(status, "effectively_cancelled", None), bool):
         return _public_probe
+    runner: Any = getattr(task, "_runner", None)
+    if task is getattr(runner, "main_task", None) and isinstance(
+        getattr(runner, "ki_pending", None), bool
+    ):
+
+        def cancelled_or_interrupted() -> bool:
+            return task._cancel_status.effectively_cancelled or runner.ki_pending is True
+
+        return cancelled_or_interrupted
 
     def cancelled() -> bool:
         return task._cancel_status.effectively_cancelled

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import trio
 
-from ._cancel import cancel_probe
+from ._cancel import CancelProbe, cancel_probe
 from ._config import AfterToolCallContext, BeforeToolCallContext
 from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._frozen import maker
@@ -255,17 +255,18 @@ async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
-async def _execute(state: CallState, on_update: Any) -> None:
+async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
 
+    ``cancelled``: the cancel probe of the calling task, if it has one.
     Cancellation: ``Cancelled`` propagates and nothing is recorded.
     """
     tool = state.tool
     assert tool is not None
     call = state.tool_call
-    # An abort starts no further tool; nor does a pending KeyboardInterrupt,
-    # which this delivers too.
-    await trio.lowlevel.checkpoint_if_cancelled()
+    # An abort starts no further tool; nor does a pending KeyboardInterrupt.
+    if cancelled is None or cancelled():
+        await trio.lowlevel.checkpoint_if_cancelled()
     state.accepting = True
     try:
         result = await tool.execute(call.id, state.args, on_update)
@@ -336,7 +337,7 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
         if state.accepting:
             run.pump().push(_update_event(state, partial))
 
-    await _execute(state, on_update)
+    await _execute(state, on_update, run.cancelled)
     pump = run.update_pump
     if pump is not None and pump.backlog:
         await pump.wait_drained()

@@ -464,9 +464,8 @@ class _Run:
         if config.get_api_key is not None:
             api_key = await config.get_api_key(self.model.provider)
         options = self._stream_options(api_key or config.api_key)
-        # An abort sends no further request; nor does a pending KeyboardInterrupt,
-        # which this delivers too.
-        await trio.lowlevel.checkpoint_if_cancelled()
+        if self.cancelled():  # an abort sends no further request (nor an interrupt)
+            await trio.lowlevel.checkpoint_if_cancelled()
         context = _llm_context(self.system_prompt, llm_messages, self.tools)
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
