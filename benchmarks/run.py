@@ -749,8 +749,8 @@ def _figure(
 
 
 BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
-    "B1": ("loop overhead per turn (2,000 turns, one no-op tool each)", bench_b1, 5),
-    "B1a": ("the same through Agent, one listener", bench_b1a, 5),
+    "B1": ("loop overhead per turn (2,000 turns, one no-op tool each)", bench_b1, 9),
+    "B1a": ("the same through Agent, one listener", bench_b1a, 9),
     "B2": ("parallel fan-out (1,000 no-op tools, whole run)", bench_b2, 15),
     "B3": ("streaming (100,000 one-character deltas)", bench_b3, 5),
     "B4": ("bursts (100,000 deltas into events(), drained after the run)", bench_b4, 5),
