@@ -34,7 +34,7 @@ exactly one result: the one it finished with, or "Operation aborted".
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -255,8 +255,14 @@ async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
-async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
-    """Run a prepared call's tool; record its result (or its error) in ``state``.
+async def _execute(
+    state: CallState,
+    on_update: Any,
+    cancelled: CancelProbe | None = None,
+    finished: Callable[[CallState], object] | None = None,
+) -> None:
+    """Run a prepared call's tool; record its result (or its error) in ``state``,
+    then tell ``finished``, if given.
 
     ``cancelled``: the cancel probe of the calling task, if it has one.
     Cancellation: ``Cancelled`` propagates and nothing is recorded.
@@ -282,6 +288,8 @@ async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | No
         state.accepting = False
     state.result = result
     state.is_error = is_error
+    if finished is not None:
+        finished(state)
 
 
 async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
@@ -350,19 +358,21 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
     send, receive = run.batch_channel()
     now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
 
-    async def child(state: CallState) -> None:
+    def updates_of(state: CallState) -> Callable[[ToolResult], None]:
         def on_update(partial: ToolResult) -> None:
             if state.accepting:
                 send.send_nowait((now(), state, _update_event(state, partial)))
 
-        await _execute(state, on_update)
+        return on_update
+
+    def finished(state: CallState) -> None:
         # The buffer is unbounded: reporting never blocks and never checkpoints,
         # so a call that finished (even in a shield, after an abort) has its
         # outcome in its slot whatever happens to the loop task.
         send.send_nowait((now(), state, None))
 
-    for state in states:
-        run.nursery.start_soon(child, state)
+    for state in states:  # each call a child task of the run's nursery
+        run.nursery.start_soon(_execute, state, updates_of(state), None, finished)
     remaining = len(states)
     while remaining:
         arrived = [await receive.receive()]
