@@ -418,25 +418,31 @@ class _Run:
 
     # -- streaming the reply ---------------------------------------------------------------------
 
-    async def _llm_view(self) -> Sequence[Message]:
+    def _default_view(self) -> Sequence[Message] | None:
+        """The messages the model sees when no hook changes them (the default
+        filter, kept incrementally: O(new messages) per turn); else ``None``."""
         config = self.config
         convert = config.convert_to_llm
+        if config.transform_context is not None or not (
+            convert is None or convert is default_convert_to_llm
+        ):
+            return None
+        seen = self.messages
+        kept = self._llm_messages
+        for index in range(self._llm_seen, len(seen)):
+            message = seen[index]
+            if isinstance(message, _LLM_TYPES):
+                kept.append(message)
+        self._llm_seen = len(seen)
+        return Prefix(kept)
+
+    async def _llm_view(self) -> Sequence[Message]:
+        """The messages the model sees, through ``transform_context`` and ``convert_to_llm``."""
+        config = self.config
+        messages: Sequence[AgentMessage] = Prefix(self.messages)
         if config.transform_context is not None:
-            messages = await config.transform_context(Prefix(self.messages))
-        elif convert is None or convert is default_convert_to_llm:
-            # The default filter, kept incrementally: O(new messages) per turn.
-            seen = self.messages
-            kept = self._llm_messages
-            for index in range(self._llm_seen, len(seen)):
-                message = seen[index]
-                if isinstance(message, _LLM_TYPES):
-                    kept.append(message)
-            self._llm_seen = len(seen)
-            return Prefix(kept)
-        else:
-            messages = Prefix(self.messages)
-        if convert is None:
-            convert = default_convert_to_llm
+            messages = await config.transform_context(messages)
+        convert = config.convert_to_llm or default_convert_to_llm
         return await convert(messages)
 
     def _stream_options(self, api_key: str | None) -> StreamOptions:
@@ -463,7 +469,9 @@ class _Run:
         self.partial = None
         self.final = None
         config = self.config
-        llm_messages = await self._llm_view()
+        llm_messages = self._default_view()
+        if llm_messages is None:
+            llm_messages = await self._llm_view()
         api_key = None
         if config.get_api_key is not None:
             api_key = await config.get_api_key(self.model.provider)
@@ -518,8 +526,8 @@ class _Run:
             elif isinstance(event, StreamError):
                 self.final = event.error
 
-    def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
-        """Make ``final`` the turn's reply: append it, prepare its tool batch, announce it."""
+    def _take_reply(self, final: AssistantMessage) -> None:
+        """Make ``final`` the turn's reply: append it, prepare its tool batch."""
         self._append(final)
         self.assistant = final
         self.streaming = False
@@ -527,6 +535,10 @@ class _Run:
             calls = final.tool_calls
             if calls:
                 self.batch = Batch(final, calls, self._batch_mode(final, calls))
+
+    def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
+        """Make ``final`` the turn's reply, and announce it."""
+        self._take_reply(final)
         if not started:
             self.open_message = final
             yield MessageStart(final)
@@ -534,8 +546,13 @@ class _Run:
         yield MessageEnd(final)
 
     async def _settle(self, final: AssistantMessage, started: bool) -> AssistantMessage:
-        for event in self.settle_events(final, started):
-            await self.emit(event)
+        # settle_events, unrolled: this runs every turn.
+        self._take_reply(final)
+        if not started:
+            self.open_message = final
+            await self.emit(MessageStart(final))
+        self.open_message = None
+        await self.emit(MessageEnd(final))
         return final
 
     def _batch_mode(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> BatchMode:
