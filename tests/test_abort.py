@@ -15,6 +15,7 @@ import trio.testing
 
 from tests._support import ECHO, make_tool
 from trio_agent import (
+    Agent,
     AgentContext,
     AgentEvent,
     AgentLoopConfig,
@@ -33,6 +34,7 @@ from trio_agent import (
 )
 from trio_agent.providers import faux
 from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
+from trio_agent.testing._checks import agent_problems
 
 ABORTED = "Operation aborted"
 
@@ -614,3 +616,27 @@ def test_a_pending_keyboard_interrupt_starts_no_further_tool() -> None:
     with pytest.raises(KeyboardInterrupt):
         trio.run(main, restrict_keyboard_interrupt_to_checkpoints=True)
     assert executed == []
+
+
+def test_an_interrupt_at_an_event_keeps_the_event_for_the_agents_state() -> None:
+    # The interrupt is pending from message_start of the tool result; the loop
+    # raises it before message_end, which the agent's state still takes.
+    async def quick(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        return ToolResult.text("ok")
+
+    async def interrupt_in_the_result(event: AgentEvent) -> None:
+        if event.type == "message_start" and event.message.role == "toolResult":
+            signal.raise_signal(signal.SIGINT)  # pending until the next check
+
+    model = faux.model([faux.reply(faux.tool_call("quick", {}, id="a")), "done"])
+    agent = Agent(model, tools=[make_tool("quick", quick)])
+    agent.subscribe(interrupt_in_the_result)
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(agent.prompt, "go", restrict_keyboard_interrupt_to_checkpoints=True)
+    assert [message.role for message in agent.state.messages] == [
+        "user",
+        "assistant",
+        "toolResult",
+        "assistant",
+    ]
+    assert agent_problems(agent) == []

@@ -116,18 +116,24 @@ def test_defaults_factories_and_converters_apply_as_attrs_applies_them() -> None
         trio_agent.ToolResultMessage(tool_call_id="c1")  # type: ignore[call-arg]
 
 
+@attrs.frozen
+class Validated:
+    """A class whose constructor checks a field: neither fast_init nor maker copies it."""
+
+    value: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+
+@attrs.frozen
+class Posted:
+    """A class whose constructor runs a hook: neither fast_init nor maker copies it."""
+
+    value: int
+
+    def __attrs_post_init__(self) -> None:
+        pass
+
+
 def test_it_refuses_what_it_cannot_copy() -> None:
-    @attrs.frozen
-    class Validated:
-        value: int = attrs.field(validator=attrs.validators.instance_of(int))
-
-    @attrs.frozen
-    class Posted:
-        value: int
-
-        def __attrs_post_init__(self) -> None:
-            pass
-
     with pytest.raises(TypeError, match=r"Validated\.value is not a field fast_init can copy"):
         fast_init(Validated)
     with pytest.raises(TypeError, match=r"Posted has an __attrs_pre_init__ or __attrs_post_init__"):
@@ -210,19 +216,8 @@ def test_a_maker_refuses_what_is_not_a_slotted_attrs_class() -> None:
 
 def test_a_maker_refuses_a_class_whose_constructor_does_more_than_store() -> None:
     @attrs.frozen
-    class Validated:
-        value: int = attrs.field(validator=attrs.validators.instance_of(int))
-
-    @attrs.frozen
     class Hidden:
         value: int = attrs.field(init=False, default=0)
-
-    @attrs.frozen
-    class Posted:
-        value: int
-
-        def __attrs_post_init__(self) -> None:
-            pass
 
     @attrs.frozen(cache_hash=True)
     class Cached:

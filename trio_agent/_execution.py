@@ -34,7 +34,7 @@ exactly one result: the one it finished with, or "Operation aborted".
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -205,64 +205,49 @@ def _announce(run: _Run, state: CallState) -> Awaitable[None]:
 # --- preparing and executing ------------------------------------------------------------
 
 
-def _prepare(run: _Run, state: CallState) -> bool:
-    """Find the tool, shim and validate the arguments: whether the call is ready.
+async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
+    """Find the tool, shim and validate the arguments, ask ``before_tool_call``.
 
     On failure the call gets its (error) result now; otherwise ``state.tool``
-    and ``state.args`` are set, for ``before_tool_call`` (if any, see
-    :func:`_ask_before`) and then the tool.
+    and ``state.args`` are set and the call is ready to execute.
     """
     call = state.tool_call
     tool = run.tool_map.get(call.name)
     if tool is None:
         state.result = error_result(f"Tool {call.name} not found")
-        return False
+        return
     try:
         arguments: Any = call.arguments
         if tool.prepare_arguments is not None:
             arguments = tool.prepare_arguments(arguments)
         args = tool.validate_arguments(arguments)
-    except Exception as exc:  # a tool's failure is the call's result
+        before = run.config.before_tool_call
+        if before is not None:
+            verdict = await before(
+                BeforeToolCallContext(
+                    assistant_message=batch.assistant,
+                    tool_call=call,
+                    args=args,
+                    context=run.context(),
+                )
+            )
+            # An abort the hook did not notice still stops the call here.
+            await run.stop_if_cancelled()
+            if verdict is not None and verdict.block:
+                result = error_result(verdict.reason or _BLOCKED)
+                if verdict.terminate is True:
+                    result = attrs.evolve(result, terminate=True)
+                state.result = result
+                return
+    except Exception as exc:  # a tool's or a hook's failure is the call's result
         state.result = error_result(exception_text(exc))
-        return False
+        return
     state.tool = tool
     state.args = args
-    return True
 
 
-async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
-    """Ask ``before_tool_call`` (there is one) about a prepared call: a block, or
-    the hook's failure, is the call's result."""
-    before = run.config.before_tool_call
-    assert before is not None
-    try:
-        verdict = await before(
-            BeforeToolCallContext(
-                assistant_message=batch.assistant,
-                tool_call=state.tool_call,
-                args=state.args,
-                context=run.context(),
-            )
-        )
-        # An abort the hook did not notice still stops the call here.
-        await run.stop_if_cancelled()
-        if verdict is not None and verdict.block:
-            result = error_result(verdict.reason or _BLOCKED)
-            if verdict.terminate is True:
-                result = attrs.evolve(result, terminate=True)
-            state.result = result
-    except Exception as exc:  # a hook's failure is the call's result
-        state.result = error_result(exception_text(exc))
-
-
-async def _execute(
-    state: CallState,
-    on_update: Any,
-    cancelled: CancelProbe | None = None,
-    finished: Callable[[CallState], object] | None = None,
-) -> None:
-    """Run a prepared call's tool; record its result (or its error) in ``state``,
-    then tell ``finished``, if given.
+async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
+    """Run a prepared call's tool; record its result (or its error) in ``state``.
 
     ``cancelled``: the cancel probe of the calling task, if it has one.
     Cancellation: ``Cancelled`` propagates and nothing is recorded.
@@ -288,19 +273,17 @@ async def _execute(
         state.accepting = False
     state.result = result
     state.is_error = is_error
-    if finished is not None:
-        finished(state)
 
 
 async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
-    """Let ``after_tool_call`` (there is one) override an executed call's result
-    (in the loop task).
+    """Let ``after_tool_call`` override an executed call's result (in the loop task).
 
     The tool's own result is already recorded, so a call whose hook is cut
     short by an abort keeps the result the tool returned.
     """
     after = run.config.after_tool_call
-    assert after is not None
+    if after is None:
+        return
     call = state.tool_call
     result = state.result
     is_error = state.is_error
@@ -349,8 +332,7 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
     pump = run.update_pump
     if pump is not None and pump.backlog:
         await pump.wait_drained()
-    if run.config.after_tool_call is not None:
-        await _finalize(run, batch, state)
+    await _finalize(run, batch, state)
 
 
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
@@ -358,21 +340,19 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
     send, receive = run.batch_channel()
     now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
 
-    def updates_of(state: CallState) -> Callable[[ToolResult], None]:
+    async def child(state: CallState) -> None:
         def on_update(partial: ToolResult) -> None:
             if state.accepting:
                 send.send_nowait((now(), state, _update_event(state, partial)))
 
-        return on_update
-
-    def finished(state: CallState) -> None:
+        await _execute(state, on_update)
         # The buffer is unbounded: reporting never blocks and never checkpoints,
         # so a call that finished (even in a shield, after an abort) has its
         # outcome in its slot whatever happens to the loop task.
         send.send_nowait((now(), state, None))
 
-    for state in states:  # each call a child task of the run's nursery
-        run.nursery.start_soon(_execute, state, updates_of(state), None, finished)
+    for state in states:
+        run.nursery.start_soon(child, state)
     remaining = len(states)
     while remaining:
         arrived = [await receive.receive()]
@@ -392,8 +372,7 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
         for _, state, update in arrived:
             if update is None:
                 remaining -= 1
-                if run.config.after_tool_call is not None:
-                    await _finalize(run, batch, state)
+                await _finalize(run, batch, state)
                 await _end(run, state)
             else:
                 await run.emit(update)
@@ -413,8 +392,7 @@ async def run_batch(run: _Run, batch: Batch) -> None:
     elif batch.mode == "sequential" or len(calls) == 1:
         for state in calls:
             await _start(run, state)
-            if _prepare(run, state) and run.config.before_tool_call is not None:
-                await _ask_before(run, batch, state)
+            await _prepare(run, batch, state)
             if state.result is None:
                 await _execute_inline(run, batch, state)
             await _end(run, state)
@@ -423,8 +401,7 @@ async def run_batch(run: _Run, batch: Batch) -> None:
         ready: list[CallState] = []
         for state in calls:
             await _start(run, state)
-            if _prepare(run, state) and run.config.before_tool_call is not None:
-                await _ask_before(run, batch, state)
+            await _prepare(run, batch, state)
             if state.result is None:
                 ready.append(state)
             else:

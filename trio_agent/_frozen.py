@@ -39,10 +39,15 @@ _C = TypeVar("_C", bound=type)
 _T = TypeVar("_T")
 
 
-def fast_init(cls: _C) -> _C:
-    """Replace the attrs ``__init__`` of ``cls``, a frozen slotted attrs class."""
+def _refuse_init_hooks(cls: type) -> None:
+    """``TypeError`` if the attrs ``__init__`` of ``cls`` calls hooks of its own."""
     if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
         raise TypeError(f"{cls.__name__} has an __attrs_pre_init__ or __attrs_post_init__")
+
+
+def fast_init(cls: _C) -> _C:
+    """Replace the attrs ``__init__`` of ``cls``, a frozen slotted attrs class."""
+    _refuse_init_hooks(cls)
     namespace: dict[str, Any] = {"NOTHING": attrs.NOTHING}
     positional: list[str] = []
     keyword: list[str] = []
@@ -105,8 +110,7 @@ def maker(cls: type[_T]) -> Callable[..., _T]:
     """
     if not (attrs.has(cls) and "__slots__" in vars(cls)):
         raise TypeError(f"{cls.__name__} is not a slotted attrs class")
-    if hasattr(cls, "__attrs_pre_init__") or hasattr(cls, "__attrs_post_init__"):
-        raise TypeError(f"{cls.__name__} has an __attrs_pre_init__ or __attrs_post_init__")
+    _refuse_init_hooks(cls)
     if any("cached_hash" in slot for slot in cls.__slots__):  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__} caches its hash")
     fields = attrs.fields(cls)

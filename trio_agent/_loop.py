@@ -226,8 +226,8 @@ class _Run:
         Await what it returns: the listener's own awaitable when the run goes
         on (no frame of ours between the loop and the listener; this runs for
         every event), else one that raises ``Cancelled`` if the run's task is
-        cancelled (keeping the event as undelivered) and delivers the event
-        if it is not.
+        cancelled, or a pending ``KeyboardInterrupt`` (keeping the event as
+        undelivered either way), and delivers the event if neither.
         """
         if (cancelled or self.cancelled)():
             return self._withhold(event)
@@ -236,8 +236,8 @@ class _Run:
     async def _withhold(self, event: AgentEvent) -> None:
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
-        except trio.Cancelled:
-            self.undelivered = event
+        except (trio.Cancelled, KeyboardInterrupt):
+            self.undelivered = event  # what closing the run delivers first
             raise
         await self.listener(event)  # the probe saw a cancellation that is not ours to take
 
@@ -268,12 +268,8 @@ class _Run:
         yield MessageEnd(message)
 
     async def announce(self, message: AgentMessage) -> None:
-        # announce_events, unrolled: this runs for every tool result.
-        self._append(message)
-        self.open_message = message
-        await self.emit(MessageStart(message))
-        self.open_message = None
-        await self.emit(MessageEnd(message))
+        for event in self.announce_events(message):
+            await self.emit(event)
 
     def pump(self) -> UpdatePump:
         """The run's update pump, made now if need be."""
@@ -418,31 +414,25 @@ class _Run:
 
     # -- streaming the reply ---------------------------------------------------------------------
 
-    def _default_view(self) -> Sequence[Message] | None:
-        """The messages the model sees when no hook changes them (the default
-        filter, kept incrementally: O(new messages) per turn); else ``None``."""
+    async def _llm_view(self) -> Sequence[Message]:
         config = self.config
         convert = config.convert_to_llm
-        if config.transform_context is not None or not (
-            convert is None or convert is default_convert_to_llm
-        ):
-            return None
-        seen = self.messages
-        kept = self._llm_messages
-        for index in range(self._llm_seen, len(seen)):
-            message = seen[index]
-            if isinstance(message, _LLM_TYPES):
-                kept.append(message)
-        self._llm_seen = len(seen)
-        return Prefix(kept)
-
-    async def _llm_view(self) -> Sequence[Message]:
-        """The messages the model sees, through ``transform_context`` and ``convert_to_llm``."""
-        config = self.config
-        messages: Sequence[AgentMessage] = Prefix(self.messages)
         if config.transform_context is not None:
-            messages = await config.transform_context(messages)
-        convert = config.convert_to_llm or default_convert_to_llm
+            messages = await config.transform_context(Prefix(self.messages))
+        elif convert is None or convert is default_convert_to_llm:
+            # The default filter, kept incrementally: O(new messages) per turn.
+            seen = self.messages
+            kept = self._llm_messages
+            for index in range(self._llm_seen, len(seen)):
+                message = seen[index]
+                if isinstance(message, _LLM_TYPES):
+                    kept.append(message)
+            self._llm_seen = len(seen)
+            return Prefix(kept)
+        else:
+            messages = Prefix(self.messages)
+        if convert is None:
+            convert = default_convert_to_llm
         return await convert(messages)
 
     def _stream_options(self, api_key: str | None) -> StreamOptions:
@@ -469,9 +459,7 @@ class _Run:
         self.partial = None
         self.final = None
         config = self.config
-        llm_messages = self._default_view()
-        if llm_messages is None:
-            llm_messages = await self._llm_view()
+        llm_messages = await self._llm_view()
         api_key = None
         if config.get_api_key is not None:
             api_key = await config.get_api_key(self.model.provider)
@@ -505,7 +493,7 @@ class _Run:
                 if self.cancelled():
                     try:
                         await trio.lowlevel.checkpoint_if_cancelled()
-                    except trio.Cancelled:
+                    except (trio.Cancelled, KeyboardInterrupt):
                         self.undelivered = update
                         raise
                 try:
@@ -526,8 +514,8 @@ class _Run:
             elif isinstance(event, StreamError):
                 self.final = event.error
 
-    def _take_reply(self, final: AssistantMessage) -> None:
-        """Make ``final`` the turn's reply: append it, prepare its tool batch."""
+    def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
+        """Make ``final`` the turn's reply: append it, prepare its tool batch, announce it."""
         self._append(final)
         self.assistant = final
         self.streaming = False
@@ -535,10 +523,6 @@ class _Run:
             calls = final.tool_calls
             if calls:
                 self.batch = Batch(final, calls, self._batch_mode(final, calls))
-
-    def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
-        """Make ``final`` the turn's reply, and announce it."""
-        self._take_reply(final)
         if not started:
             self.open_message = final
             yield MessageStart(final)
@@ -546,13 +530,8 @@ class _Run:
         yield MessageEnd(final)
 
     async def _settle(self, final: AssistantMessage, started: bool) -> AssistantMessage:
-        # settle_events, unrolled: this runs every turn.
-        self._take_reply(final)
-        if not started:
-            self.open_message = final
-            await self.emit(MessageStart(final))
-        self.open_message = None
-        await self.emit(MessageEnd(final))
+        for event in self.settle_events(final, started):
+            await self.emit(event)
         return final
 
     def _batch_mode(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> BatchMode:
