@@ -33,7 +33,8 @@ from .._messages import (
 )
 from .._model import Model
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
-from ._transport import SSE, HttpRequest, ProviderFailure, Transport
+from ._sse import SseEvent
+from ._transport import HttpRequest, ProviderFailure, Transport
 
 __all__ = [
     "HttpProvider",
@@ -221,7 +222,7 @@ class Parser:
         self.finished = False
         self.name = builder.provider  # who the errors name: the model's provider, or the API's
 
-    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+    def feed(self, event: SseEvent) -> Iterable[AssistantMessageEvent]:
         raise NotImplementedError
 
     def end(self) -> Iterable[AssistantMessageEvent]:
@@ -300,20 +301,15 @@ class HttpProvider:
             async with opened as events:
                 await emit(builder.start())
                 feed = parser.feed
-                reading = True  # an exception now comes from the stream, not from a listener
-                try:
-                    async for event in events.events:  # the hot loop: one per chunk
-                        reading = False
+                while not parser.finished:  # the hot loop: one pass per network read
+                    batch = await events.read()
+                    if batch is None:
+                        break
+                    for event in batch:
                         for stream_event in feed(event):
                             await emit(stream_event)
                         if parser.finished:
                             break
-                        reading = True
-                except Exception as exc:  # the stream's own failures become ProviderFailure
-                    broken = events.failure(exc) if reading else None
-                    if broken is None:
-                        raise
-                    raise broken from None
                 for stream_event in parser.end():
                     await emit(stream_event)
                 if parser.finished:

@@ -35,16 +35,15 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import attrs
-import httpx  # noqa: ASYNC127  (the design's client; httpx-sse builds on it)
+import httpx  # noqa: ASYNC127  (the design's client)
 import trio
-from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from .._resources import current_resources
 from .._stream import StreamOptions, Timeouts
+from ._sse import SseDecoder, SseEvent
 
-__all__ = ["SSE", "HttpRequest", "ProviderFailure", "SseStream", "Transport"]
+__all__ = ["HttpRequest", "ProviderFailure", "SseStream", "Transport"]
 
-SSE = ServerSentEvent
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _CLOSE_GRACE = 2.0
 
@@ -174,56 +173,47 @@ class SseStream:
         self._idle = idle
         if idle is not None and isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _IdleLimited(response.stream, idle)
-        self._events = EventSource(response).aiter_sse()
+        self._texts = response.aiter_text()
+        self._decoder: SseDecoder | None = SseDecoder()
 
-    @property
-    def events(self) -> AsyncIterator[ServerSentEvent]:
-        """The events themselves, for a hot loop; what it raises goes through :meth:`failure`."""
-        return self._events
-
-    def failure(self, exc: Exception) -> ProviderFailure | None:
-        """What an exception from reading :attr:`events` means: a failure of the stream
-        (an idle timeout, a malformed stream, a lost connection), or ``None``."""
-        if isinstance(exc, trio.TooSlowError):
-            return ProviderFailure(f"{self._name} sent nothing for {self._idle:g} s (idle timeout)")
-        if isinstance(exc, SSEError):
-            return ProviderFailure(f"malformed event stream from {self._name}: {exc}")
-        if isinstance(exc, httpx.HTTPError):
-            return ProviderFailure(f"connection to {self._name} lost: {_describe(exc)}")
-        return None
-
-    async def next(self) -> ServerSentEvent | None:
-        """The next event, or None at the end of the stream."""
-        try:
-            return await self._events.__anext__()
-        except StopAsyncIteration:
+    async def read(self) -> list[SseEvent] | None:
+        """The events that the next read of the body completes (often several, maybe
+        none), or ``None`` once the body has ended. Raises :class:`ProviderFailure`
+        when the stream fails: an idle timeout, a lost connection."""
+        decoder = self._decoder
+        if decoder is None:
             return None
-        except Exception as exc:
-            failure = self.failure(exc)
-            if failure is None:
-                raise
-            raise failure from None
+        try:
+            return decoder.decode(await self._texts.__anext__())
+        except StopAsyncIteration:
+            self._decoder = None
+            return decoder.flush()
+        except trio.TooSlowError:
+            raise ProviderFailure(
+                f"{self._name} sent nothing for {self._idle:g} s (idle timeout)"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ProviderFailure(f"connection to {self._name} lost: {_describe(exc)}") from None
 
     async def drain(self) -> None:
         """Read what is left of a response that is done (its last bytes), so that its
         connection goes back to the pool instead of being closed."""
         with contextlib.suppress(ProviderFailure):  # the reply is whole; only reuse is lost
-            while await self.next() is not None:
+            while await self.read() is not None:
                 pass
 
     async def aclose(self) -> None:
         """Close the response, and finish the generators that read it.
 
-        httpx and httpx-sse read a response through a chain of async
-        generators; closing the outer one leaves the inner ones suspended,
-        and Trio warns when it collects them. Once the response is closed, one
-        more read makes every layer end (with an exception or at the end), so
-        none is left half-way.
+        httpx reads a response through a chain of async generators; closing
+        the outer one leaves the inner ones suspended, and Trio warns when it
+        collects them. Once the response is closed, one more read makes every
+        layer end (with an exception or at the end), so none is left half-way.
         """
         await self._response.aclose()
         try:
             while True:
-                await self._events.__anext__()
+                await self._texts.__anext__()
         except (Exception, StopAsyncIteration):
             pass
 

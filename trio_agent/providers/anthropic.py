@@ -46,7 +46,8 @@ from .._messages import (
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
 from ._common import HttpProvider, Parser, PartialJson, parse_json, prepare_messages
-from ._transport import SSE, HttpRequest, ProviderFailure
+from ._sse import SseEvent
+from ._transport import HttpRequest, ProviderFailure
 
 __all__ = ["API", "THINKING_BUDGETS", "Anthropic", "model", "provider", "stream", "tool_id"]
 
@@ -308,7 +309,7 @@ class _MessagesParser(Parser):
             return (self.builder.toolcall_end(block.arguments()),)
         return super().end()
 
-    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+    def feed(self, event: SseEvent) -> Iterable[AssistantMessageEvent]:
         if event.event == "ping":
             return ()
         if event.event == "error" and not event.data.lstrip().startswith("{"):

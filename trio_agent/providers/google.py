@@ -60,7 +60,8 @@ from .._messages import (
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
 from ._common import HttpProvider, Parser, parse_json, prepare_messages
-from ._transport import SSE, HttpRequest, ProviderFailure
+from ._sse import SseEvent
+from ._transport import HttpRequest, ProviderFailure
 
 __all__ = ["API", "Google", "model", "provider", "stream", "thinking_budget"]
 
@@ -274,7 +275,7 @@ class _GeminiParser(Parser):
         self.call_ids: set[str] = set()
         self.calls = 0
 
-    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+    def feed(self, event: SseEvent) -> Iterable[AssistantMessageEvent]:
         data = event.data
         if not data.strip():
             return ()

@@ -56,7 +56,8 @@ from ._common import (
     parse_json,
     prepare_messages,
 )
-from ._transport import SSE, HttpRequest, ProviderFailure
+from ._sse import SseEvent
+from ._transport import HttpRequest, ProviderFailure
 
 __all__ = ["API", "Compat", "OpenAIChat", "model", "provider", "stream"]
 
@@ -395,7 +396,7 @@ class _ChatParser(Parser):
             return (builder.toolcall_end(call.args.final()),)
         return super().end()
 
-    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+    def feed(self, event: SseEvent) -> Iterable[AssistantMessageEvent]:
         # This runs for every chunk of every reply: dict lookups are kept few,
         # and the common chunk (a text delta, and nothing else) goes straight.
         data = event.data

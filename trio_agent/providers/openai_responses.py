@@ -78,7 +78,8 @@ from ._common import (
     parse_json,
     prepare_messages,
 )
-from ._transport import SSE, HttpRequest, ProviderFailure
+from ._sse import SseEvent
+from ._transport import HttpRequest, ProviderFailure
 
 __all__ = ["API", "OpenAIResponses", "model", "provider", "stream"]
 
@@ -403,7 +404,7 @@ class _ResponsesParser(Parser):
 
     # -- events ---------------------------------------------------------------------
 
-    def feed(self, event: SSE) -> Iterable[AssistantMessageEvent]:
+    def feed(self, event: SseEvent) -> Iterable[AssistantMessageEvent]:
         if not event.data.strip():
             return ()
         data = parse_json(event.data, "an event", self.name)

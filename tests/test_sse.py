@@ -1,0 +1,138 @@
+"""The SSE decoder reads every stream, cut anywhere, exactly as httpx-sse does."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+
+import httpx  # noqa: ASYNC127  (what the providers use)
+import httpx_sse
+import trio
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from trio_agent.providers._sse import SseDecoder, SseEvent
+from trio_agent.providers._transport import SseStream
+
+Decoded = list[tuple[str, str, str, int | None]]
+
+
+class Pieces(httpx.AsyncByteStream):
+    """A response body that arrives in the given pieces, one per read."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = iter(pieces)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        await trio.lowlevel.checkpoint()
+        try:
+            return next(self._pieces)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def response(pieces: list[bytes]) -> httpx.Response:
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Pieces(pieces))
+
+
+def cut(body: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
+    return [body[a:b] for a, b in itertools.pairwise(points)]
+
+
+def ours(pieces: list[bytes]) -> Decoded:
+    async def read() -> list[SseEvent]:
+        stream = SseStream("test", response(pieces), idle=None)
+        events: list[SseEvent] = []
+        while (batch := await stream.read()) is not None:
+            events += batch
+        await stream.aclose()
+        return events
+
+    return [(e.event, e.data, e.id, e.retry) for e in trio.run(read)]
+
+
+def reference(pieces: list[bytes]) -> Decoded:
+    async def read() -> Decoded:
+        source = httpx_sse.EventSource(response(pieces))
+        return [(e.event, e.data, e.id, e.retry) async for e in source.aiter_sse()]
+
+    return trio.run(read)
+
+
+# Text with what makes SSE hard: colons, spaces, NUL, every character that
+# str.splitlines() would take for a line end, and non-ASCII (cut mid-character
+# by the pieces).
+TEXT = st.text(alphabet=" :a1é✓\0\x0b\x0c\x1c\x85\u2028\u2029", max_size=6)
+LINE = st.one_of(
+    st.builds("data: {}".format, TEXT),
+    st.builds("data:{}".format, TEXT),
+    st.just("data"),
+    st.builds("event: {}".format, TEXT),
+    st.builds("id: {}".format, TEXT),
+    st.builds("retry: {}".format, st.sampled_from(["3000", "+5", "x", "", " 7", "²"])),
+    st.builds(": {}".format, TEXT),
+    st.just(""),
+    st.builds("{}: {}".format, st.sampled_from(["other", "Data", "data "]), TEXT),
+    TEXT,
+)
+NEWLINE = st.sampled_from(["\n", "\r\n", "\r"])
+BODY = st.lists(st.tuples(LINE, NEWLINE), max_size=14).map(
+    lambda lines: "".join(line + end for line, end in lines).encode()
+)
+
+
+@given(body=BODY, tail=TEXT, cuts=st.lists(st.integers(min_value=0), max_size=8))
+@example(body=b"data: a\r", tail="", cuts=[])
+@example(body=b"data: a\n\r", tail="", cuts=[])
+@example(body=b"data: a\r\n\r\n", tail="", cuts=[8, 9])
+@example(body=b"id: 7\n\ndata: x\n\n\n\n", tail="", cuts=[3])
+@example(body="data: \u2028é\n\n".encode(), tail="", cuts=[8])
+def test_every_stream_cut_anywhere_decodes_as_httpx_sse_decodes_it(
+    body: bytes, tail: str, cuts: list[int]
+) -> None:
+    whole = body + tail.encode()  # what follows the last line end is never an event
+    pieces = cut(whole, cuts)
+    assert ours(pieces) == reference(pieces)
+
+
+def test_the_common_event_and_the_general_one() -> None:
+    decoder = SseDecoder()
+    assert decoder.decode('data: {"a": 1}\n\nevent: ping\ndata: x\ndata: y\n\n') == [
+        SseEvent("message", '{"a": 1}'),
+        SseEvent("ping", "x\ny"),
+    ]
+
+
+def test_an_event_cut_in_many_pieces_arrives_when_its_empty_line_does() -> None:
+    decoder = SseDecoder()
+    text = "data: " + "x" * 1000 + "\n\n"
+    pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
+    events = [event for piece in pieces for event in decoder.decode(piece)]
+    assert events == [SseEvent("message", "x" * 1000)]
+
+
+def test_a_crlf_cut_between_its_cr_and_its_lf_is_one_line_end() -> None:
+    decoder = SseDecoder()
+    assert decoder.decode("data: a\r") == []
+    assert decoder.decode("\n\r") == []  # the second CR may still be the start of a CRLF
+    assert decoder.decode("\ndata: b\r") == [SseEvent("message", "a")]
+    assert decoder.flush() == []  # "data: b" ended, but no empty line followed it
+
+
+def test_a_last_cr_ends_the_stream_s_last_line() -> None:
+    decoder = SseDecoder()
+    assert decoder.decode("data: a\n\r") == []
+    assert decoder.flush() == [SseEvent("message", "a")]
+
+
+def test_an_id_is_kept_for_the_events_after_it() -> None:
+    decoder = SseDecoder()
+    assert decoder.decode("id: 7\ndata: a\n\ndata: b\n\nid: bad\0\ndata: c\n\n") == [
+        SseEvent("message", "a", "7"),
+        SseEvent("message", "b", "7"),
+        SseEvent("message", "c", "7"),
+    ]
