@@ -90,6 +90,7 @@ BODY = st.lists(st.tuples(LINE, NEWLINE), max_size=14).map(
 @example(body=b"data: a\n\r", tail="", cuts=[])
 @example(body=b"data: a\r\n\r\n", tail="", cuts=[8, 9])
 @example(body=b"id: 7\n\ndata: x\n\n\n\n", tail="", cuts=[3])
+@example(body=b"id: 1\n\n\n", tail="", cuts=[])  # the last empty line dispatches again
 @example(body="data: \u2028é\n\n".encode(), tail="", cuts=[8])
 def test_every_stream_cut_anywhere_decodes_as_httpx_sse_decodes_it(
     body: bytes, tail: str, cuts: list[int]

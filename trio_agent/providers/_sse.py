@@ -102,11 +102,19 @@ class SseDecoder:
         return events
 
     def flush(self) -> list[SseEvent]:
-        """The events completed by the end of the stream (a last ``\\r`` ends a line)."""
-        if not self._cr:
-            return []
-        self._cr = False
-        return self.decode("\n")
+        """The events completed by the end of the stream: a last ``\\r`` ends a line, and
+        the lines after the last event are read (an empty one may dispatch an event
+        that has only the stream's last id)."""
+        events: list[SseEvent] = []
+        if self._cr:
+            self._cr = False
+            events = self.decode("\n")
+        lines, newline, _ = "".join(self._pending).rpartition("\n")
+        self._pending.clear()
+        if newline:
+            for line in lines.split("\n"):
+                self._line(line, events)
+        return events
 
     def _line(self, line: str, events: list[SseEvent]) -> None:
         if not line:
