@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import signal
 
 import pytest
 import trio
+import trio.testing
 
 from trio_agent import _cancel
 from trio_agent._cancel import cancel_probe
@@ -52,6 +54,37 @@ async def test_a_probe_reads_its_own_task() -> None:
         nursery.start_soon(other)
         nursery.start_soon(trio.lowlevel.checkpoint)
     assert seen == [False]
+
+
+async def test_a_children_probe_tells_each_child_of_a_nursery_what_trio_tells_it() -> None:
+    seen: list[tuple[bool, bool]] = []
+
+    async def child(probe: _cancel.CancelProbe) -> None:
+        seen.append((probe(), trio.current_effective_deadline() == -math.inf))
+        await trio.sleep_forever()
+
+    with trio.CancelScope() as outer:
+        async with trio.open_nursery() as nursery:
+            probe = _cancel.children_probe(nursery)
+            assert probe is not None
+            nursery.start_soon(child, probe)
+            await trio.testing.wait_all_tasks_blocked()
+            outer.cancel()  # an enclosing scope's cancellation reaches the children
+            nursery.start_soon(child, probe)
+    async with trio.open_nursery() as nursery:
+        probe = _cancel.children_probe(nursery)
+        assert probe is not None
+        nursery.cancel_scope.cancel()  # and so does the nursery's own
+        nursery.start_soon(child, probe)
+    assert seen == [(False, False), (True, True), (True, True)]
+
+
+async def test_without_trio_s_cancel_status_there_is_no_children_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_cancel, "getattr", lambda *args: None, raising=False)
+    async with trio.open_nursery() as nursery:
+        assert _cancel.children_probe(nursery) is None
 
 
 def test_in_the_main_task_a_probe_also_tells_of_a_pending_keyboard_interrupt() -> None:

@@ -58,6 +58,21 @@ def cancel_probe() -> CancelProbe:
     return cancelled
 
 
+def children_probe(nursery: trio.Nursery) -> CancelProbe | None:
+    """A probe for the tasks started in ``nursery``, valid in each of them until it
+    enters a cancel scope of its own: whether the nursery's children are cancelled
+    (Trio's cancel status of the nursery, which they share). Made once for many
+    children; ``None`` when the installed Trio does not tell."""
+    status: Any = getattr(nursery, "_cancel_status", None)
+    if not isinstance(getattr(status, "effectively_cancelled", None), bool):
+        return None
+
+    def cancelled() -> bool:
+        return status.effectively_cancelled is True
+
+    return cancelled
+
+
 def catches(scope: trio.CancelScope) -> bool:
     """Whether a ``Cancelled`` raised now inside ``scope`` (an entered scope) stops at
     it: ``scope`` is cancelled and no enclosing scope's cancellation reaches

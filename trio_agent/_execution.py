@@ -34,13 +34,14 @@ exactly one result: the one it finished with, or "Operation aborted".
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import trio
 
-from ._cancel import CancelProbe, cancel_probe
+from ._cancel import CancelProbe, cancel_probe, children_probe
 from ._config import AfterToolCallContext, BeforeToolCallContext
 from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._frozen import maker
@@ -249,7 +250,7 @@ async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
 async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
 
-    ``cancelled``: the cancel probe of the calling task, if it has one.
+    ``cancelled``: a cancel probe valid in the calling task, if there is one.
     Cancellation: ``Cancelled`` propagates and nothing is recorded.
     """
     tool = state.tool
@@ -335,21 +336,25 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
     await _finalize(run, batch, state)
 
 
+_when_and_where = operator.itemgetter(0, 1)  # a report's time, and its call's index
+
+
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
     """Run several calls as child tasks; emit their updates and ends as they arrive."""
     send, receive = run.batch_channel()
     now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
+    cancelled = children_probe(run.nursery)
 
     async def child(state: CallState) -> None:
         def on_update(partial: ToolResult) -> None:
             if state.accepting:
-                send.send_nowait((now(), state, _update_event(state, partial)))
+                send.send_nowait((now(), state.index, state, _update_event(state, partial)))
 
-        await _execute(state, on_update)
+        await _execute(state, on_update, cancelled)
         # The buffer is unbounded: reporting never blocks and never checkpoints,
         # so a call that finished (even in a shield, after an abort) has its
         # outcome in its slot whatever happens to the loop task.
-        send.send_nowait((now(), state, None))
+        send.send_nowait((now(), state.index, state, None))
 
     for state in states:
         run.nursery.start_soon(child, state)
@@ -368,8 +373,8 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
             except trio.WouldBlock:
                 break
         if len(arrived) > 1:
-            arrived.sort(key=lambda item: (item[0], item[1].index))
-        for _, state, update in arrived:
+            arrived.sort(key=_when_and_where)  # stable: a call's own reports keep their order
+        for _, _, state, update in arrived:
             if update is None:
                 remaining -= 1
                 await _finalize(run, batch, state)
