@@ -197,7 +197,7 @@ class AssistantMessage:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls of the message, in source order."""
-        return tuple(block for block in self.content if type(block) is ToolCall)
+        return tuple([block for block in self.content if type(block) is ToolCall])
 
     @property
     def text(self) -> str:

@@ -439,7 +439,7 @@ class AssistantMessageBuilder:
         if self._open is not None:
             self._finish_open()
         content = tuple(self._done)
-        if stop_reason == "stop" and any(type(block) is ToolCall for block in content):
+        if stop_reason == "stop" and ToolCall in map(type, content):
             stop_reason = "toolUse"
         return self._message(content, stop_reason, error_message)
 
