@@ -22,7 +22,12 @@ Figures (performance.md):
   floor.
 - B2: parallel fan-out — one turn of 1,000 parallel no-op tool calls, the
   whole run. Floor: a nursery spawning 1,000 tasks that each send once over
-  a memory channel the parent receives from.
+  a memory channel the parent receives from. Also measured: the floor with
+  what the contract makes, checks and awaits per call (three streamed
+  tool-call events and their ``message_update``, the tool call and its
+  validated arguments, the awaited tool, the start and end events, the
+  result message and its two events, an abort check before each event), in
+  bare Python and nothing else.
 - B3: streaming — 100,000 one-character text deltas through the loop to one
   awaited listener, in events (deltas) per second. Floor: two awaited no-op
   calls per delta (provider to loop, loop to listener). Also measured: the
@@ -68,6 +73,7 @@ a ``detail`` line; both are in the table and in ``--json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import json
@@ -92,9 +98,18 @@ from trio_agent import (
     AgentEvent,
     AgentLoopConfig,
     AgentTool,
+    MessageEnd,
+    MessageStart,
     MessageUpdate,
     TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolExecutionEnd,
+    ToolExecutionStart,
     ToolResult,
+    ToolResultMessage,
     ToolUpdate,
     UserMessage,
     run_agent_loop,
@@ -180,6 +195,87 @@ async def _bare_deltas(count: int) -> None:
             await trio.lowlevel.checkpoint_if_cancelled()
         snapshot = [None, 0, None, 0, None, None, None, None, None, None]
         await handle(make_delta(0, "x", snapshot))
+
+
+async def _bare_calls(count: int) -> None:
+    """B2 in bare Python with nothing else: what the contract makes, checks and
+    awaits per parallel call, on the floor's spawns and sends — its three stream
+    events (each with a partial snapshot and its ``message_update``, awaited from
+    provider to loop and from loop to listener, an abort check on each side), the
+    tool call, its arguments validated, a task running the awaited tool and
+    sending its result (received as they come, many per wake-up),
+    ``tool_execution_start`` and ``_end``, the result message with its
+    ``message_start`` and ``message_end`` (an abort check before each event).
+    No state kept, no ordering, no hooks."""
+    toolcall_start, toolcall_delta = maker(ToolCallStart), maker(ToolCallDelta)
+    toolcall_end, tool_call = maker(ToolCallEnd), maker(ToolCall)
+    execution_start, execution_end = maker(ToolExecutionStart), maker(ToolExecutionEnd)
+    result_message = maker(ToolResultMessage)
+    listener = _noop_listener
+    validate = _NOOP_TOOL.validate_arguments
+    checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled
+
+    def cancelled() -> bool:
+        return False
+
+    async def emit(event: Any) -> None:  # the loop's side of a stream event
+        update = MessageUpdate(event)
+        if cancelled():
+            await checkpoint_if_cancelled()
+        await listener(update)
+
+    def snapshot(done: int, chunks: int) -> list[Any]:  # as the builder's partial holds it
+        return [None, done, None, chunks, None, None, None, None, None, None]
+
+    calls = []
+    for i in range(count):
+        if cancelled():
+            await checkpoint_if_cancelled()
+        await emit(toolcall_start(i, snapshot(i, 0)))
+        if cancelled():
+            await checkpoint_if_cancelled()
+        await emit(toolcall_delta(i, "{}", snapshot(i, 1)))
+        call = tool_call(f"t{i}", "noop", {}, None)
+        calls.append(call)
+        if cancelled():
+            await checkpoint_if_cancelled()
+        await emit(toolcall_end(i, call, snapshot(i + 1, 0)))
+    send, receive = trio.open_memory_channel[tuple[ToolCall, ToolResult]](math.inf)
+
+    async def child(call: ToolCall, args: dict[str, Any]) -> None:
+        send.send_nowait((call, await _noop_execute(call.id, args, _no_update)))
+
+    finished: list[tuple[ToolCall, ToolResult]] = []
+    async with trio.open_nursery() as nursery:
+        for call in calls:
+            if cancelled():
+                await checkpoint_if_cancelled()
+            await listener(execution_start(call.id, call.name, call.arguments))
+            nursery.start_soon(child, call, validate(call.arguments))
+        while len(finished) < count:
+            arrived = [await receive.receive()]
+            with contextlib.suppress(trio.WouldBlock):
+                while True:
+                    arrived.append(receive.receive_nowait())
+            for call, result in arrived:
+                if cancelled():
+                    await checkpoint_if_cancelled()
+                await listener(execution_end(call.id, call.name, result, False))
+            finished += arrived
+    for call, result in finished:
+        message = result_message(
+            call.id, call.name, result.content, result.details, False, result.usage, 0
+        )
+        if cancelled():
+            await checkpoint_if_cancelled()
+        await listener(MessageStart(message))
+        if cancelled():
+            await checkpoint_if_cancelled()
+        await listener(MessageEnd(message))
+
+
+def _no_update(partial: ToolResult) -> None:
+    return None
 
 
 async def _spawn_and_send(count: int) -> None:
@@ -364,7 +460,18 @@ def bench_b2(repeats: int, calls: int = 1000) -> Figure:
 
     samples = [one() for _ in range(repeats)]
     floor_samples = [_timed(lambda: _spawn_and_send(calls)) * 1e3 for _ in range(repeats)]
-    return _figure(samples, floor_samples, "ms", lower_is_better=True)
+    bare = statistics.median(_timed(lambda: _bare_calls(calls)) * 1e3 for _ in range(repeats))
+    floor = statistics.median(floor_samples)
+    return _figure(
+        samples,
+        floor_samples,
+        "ms",
+        lower_is_better=True,
+        bare_python=bare,
+        detail=f"the floor with the contract's per-call objects, checks and awaits, "
+        f"in bare Python: "
+        f"{bare:.1f} ms ({bare / floor:.2f}x the floor)",
+    )
 
 
 def bench_b3(repeats: int, deltas: int = 100_000) -> Figure:
