@@ -73,7 +73,6 @@ a ``detail`` line; both are in the table and in ``--json``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import itertools
 import json
@@ -254,9 +253,11 @@ async def _bare_calls(count: int) -> None:
             nursery.start_soon(child, call, validate(call.arguments))
         while len(finished) < count:
             arrived = [await receive.receive()]
-            with contextlib.suppress(trio.WouldBlock):
-                while True:
+            while True:
+                try:
                     arrived.append(receive.receive_nowait())
+                except trio.WouldBlock:
+                    break
             for call, result in arrived:
                 if cancelled():
                     await checkpoint_if_cancelled()
