@@ -76,7 +76,17 @@ async def test_a_children_probe_tells_each_child_of_a_nursery_what_trio_tells_it
         assert probe is not None
         nursery.cancel_scope.cancel()  # and so does the nursery's own
         nursery.start_soon(child, probe)
-    assert seen == [(False, False), (True, True), (True, True)]
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as inner:
+            inner.cancel()  # the task starting them is cancelled; the children are not
+            probe = _cancel.children_probe(nursery)
+            assert probe is not None
+            nursery.start_soon(child, probe)
+            await trio.lowlevel.checkpoint()  # the starter's cancellation reaches it
+        assert inner.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()  # the child has looked
+        nursery.cancel_scope.cancel()
+    assert seen == [(False, False), (True, True), (True, True), (False, False)]
 
 
 async def test_without_trio_s_cancel_status_there_is_no_children_probe(

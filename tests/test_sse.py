@@ -92,6 +92,7 @@ BODY = st.lists(st.tuples(LINE, NEWLINE), max_size=14).map(
 @example(body=b"id: 7\n\ndata: x\n\n\n\n", tail="", cuts=[3])
 @example(body=b"id: 1\n\n\n", tail="", cuts=[])  # the last empty line dispatches again
 @example(body="data: \u2028é\n\n".encode(), tail="", cuts=[8])
+@example(body=b"data: a\ndata: b\n\n", tail="", cuts=[])  # not the one-line fast path
 def test_every_stream_cut_anywhere_decodes_as_httpx_sse_decodes_it(
     body: bytes, tail: str, cuts: list[int]
 ) -> None:
@@ -114,6 +115,17 @@ def test_an_event_cut_in_many_pieces_arrives_when_its_empty_line_does() -> None:
     pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
     events = [event for piece in pieces for event in decoder.decode(piece)]
     assert events == [SseEvent("message", "x" * 1000)]
+
+
+def test_an_unfinished_event_is_kept_in_pieces_until_its_end_arrives() -> None:
+    # Joining what is pending at every read would make an event that spans n
+    # reads cost O(n^2); the pieces are joined once, by the read that ends it.
+    decoder = SseDecoder()
+    for _ in range(100):
+        assert decoder.decode("data: " + "x" * 10) == []
+    assert len(decoder._pending) == 100
+    assert decoder.decode("\n\n") == [SseEvent("message", ("x" * 10 + "data: ") * 99 + "x" * 10)]
+    assert decoder._pending == []
 
 
 def test_a_crlf_cut_between_its_cr_and_its_lf_is_one_line_end() -> None:
