@@ -113,6 +113,7 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
+from trio_agent._execution import arrivals
 from trio_agent._frozen import maker
 from trio_agent.providers import faux
 
@@ -173,27 +174,30 @@ async def _checkpoints(count: int) -> None:
         await trio.lowlevel.checkpoint()
 
 
+def _never_cancelled() -> bool:
+    """The cheapest abort check: a probe that says no."""
+    return False
+
+
+async def _bare_stream_event(event: Any) -> None:
+    """The loop's side of a stream event, in bare Python: its ``message_update``, an
+    abort check, the awaited listener."""
+    update = MessageUpdate(event)
+    if _never_cancelled():
+        await trio.lowlevel.checkpoint_if_cancelled()
+    await _noop_listener(update)
+
+
 async def _bare_deltas(count: int) -> None:
     """What the contract makes and calls per delta, in bare Python and nothing else:
     a delta event with a partial snapshot, its ``message_update``, an abort check
     on each side, an await from provider to loop and from loop to listener."""
     make_delta = maker(TextDelta)
-    listener = _noop_listener
-
-    def cancelled() -> bool:
-        return False
-
-    async def handle(event: Any) -> None:
-        update = MessageUpdate(event)
-        if cancelled():
-            await trio.lowlevel.checkpoint_if_cancelled()
-        await listener(update)
-
     for _ in range(count):
-        if cancelled():
+        if _never_cancelled():
             await trio.lowlevel.checkpoint_if_cancelled()
         snapshot = [None, 0, None, 0, None, None, None, None, None, None]
-        await handle(make_delta(0, "x", snapshot))
+        await _bare_stream_event(make_delta(0, "x", snapshot))
 
 
 async def _bare_calls(count: int) -> None:
@@ -213,15 +217,8 @@ async def _bare_calls(count: int) -> None:
     listener = _noop_listener
     validate = _NOOP_TOOL.validate_arguments
     checkpoint_if_cancelled = trio.lowlevel.checkpoint_if_cancelled
-
-    def cancelled() -> bool:
-        return False
-
-    async def emit(event: Any) -> None:  # the loop's side of a stream event
-        update = MessageUpdate(event)
-        if cancelled():
-            await checkpoint_if_cancelled()
-        await listener(update)
+    cancelled = _never_cancelled
+    emit = _bare_stream_event
 
     def snapshot(done: int, chunks: int) -> list[Any]:  # as the builder's partial holds it
         return [None, done, None, chunks, None, None, None, None, None, None]
@@ -252,12 +249,7 @@ async def _bare_calls(count: int) -> None:
             await listener(execution_start(call.id, call.name, call.arguments))
             nursery.start_soon(child, call, validate(call.arguments))
         while len(finished) < count:
-            arrived = [await receive.receive()]
-            while True:
-                try:
-                    arrived.append(receive.receive_nowait())
-                except trio.WouldBlock:
-                    break
+            arrived = await arrivals(receive)
             for call, result in arrived:
                 if cancelled():
                     await checkpoint_if_cancelled()

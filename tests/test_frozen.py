@@ -66,11 +66,18 @@ def test_it_has_the_signature_attrs_gives(cls: type) -> None:
     assert shape(cls) == shape(twin(cls))
 
 
+def event_values(cls: type) -> list[Any]:
+    """A value for each field of the event class ``cls``, in order."""
+    if cls is _events.TurnEnd:  # its converters want sequences
+        return [None, ()]
+    if cls is _events.AgentEnd:
+        return [()]
+    return [object() for _ in attrs.fields(cls)]
+
+
 @pytest.mark.parametrize("cls", EVENTS, ids=lambda cls: cls.__name__)
 def test_an_event_is_frozen_hashed_and_compared_as_before(cls: type) -> None:
-    values = [object() for _ in attrs.fields(cls)]
-    if cls in (_events.AgentEnd, _events.TurnEnd):  # their converters want sequences
-        values = [None, ()] if cls is _events.TurnEnd else [()]
+    values = event_values(cls)
     by_position = cls(*values)
     by_name = cls(**arguments(by_position))
     assert by_position == by_name
@@ -157,9 +164,7 @@ def made_again(instance: Any) -> Any:
 
 @pytest.mark.parametrize("cls", EVENTS, ids=lambda cls: cls.__name__)
 def test_a_maker_makes_the_event_the_class_makes(cls: type) -> None:
-    values = [object() for _ in attrs.fields(cls)]
-    if cls in (_events.AgentEnd, _events.TurnEnd):  # their converters want sequences
-        values = [None, ()] if cls is _events.TurnEnd else [()]
+    values = event_values(cls)
     expected = cls(*values)
     made = made_again(expected)
     assert type(made) is cls

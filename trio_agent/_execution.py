@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Awaitable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import trio
@@ -64,6 +64,7 @@ ABORTED = "Operation aborted"
 _BLOCKED = "Tool execution was blocked"
 
 BatchMode = Literal["parallel", "sequential", "truncated"]
+_T = TypeVar("_T")
 
 
 def error_result(text: str) -> ToolResult:
@@ -339,6 +340,18 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
 _when_and_where = operator.itemgetter(0, 1)  # a report's time, and its call's index
 
 
+async def arrivals(receive: trio.MemoryReceiveChannel[_T]) -> list[_T]:
+    """Wait for the next item on ``receive``; return it with every other one already
+    there (one wake-up for all that arrived together)."""
+    arrived = [await receive.receive()]
+    while True:
+        try:
+            arrived.append(receive.receive_nowait())
+        except trio.WouldBlock:
+            break
+    return arrived
+
+
 async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
     """Run several calls as child tasks; emit their updates and ends as they arrive."""
     send, receive = run.batch_channel()
@@ -360,18 +373,13 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
         run.nursery.start_soon(child, state)
     remaining = len(states)
     while remaining:
-        arrived = [await receive.receive()]
+        arrived = await arrivals(receive)
         # Reports are emitted in the order they were made (invariant 2: ends
         # in completion order), even those that piled up while a listener was
         # slow. Those made at the same time (by tasks woken together at one
         # virtual time, which Trio runs in an order it picks at random) go in
         # source order, each call's own reports keeping theirs: the trace of a
         # scenario on MockClock is the same on every run (invariant 13).
-        while True:
-            try:
-                arrived.append(receive.receive_nowait())
-            except trio.WouldBlock:
-                break
         if len(arrived) > 1:
             arrived.sort(key=_when_and_where)  # stable: a call's own reports keep their order
         for _, _, state, update in arrived:

@@ -334,8 +334,7 @@ class _Run:
             self.more = True
             while self.more or self.pending:
                 if not first_turn:
-                    if self.cancelled():  # stop_if_cancelled, inlined: once per turn
-                        await trio.lowlevel.checkpoint_if_cancelled()
+                    await self.stop_if_cancelled()
                     if config.prepare_next_turn is not None and last_turn is not None:
                         self._apply(await config.prepare_next_turn(last_turn))
                         await self.stop_if_cancelled()
@@ -464,8 +463,7 @@ class _Run:
         if config.get_api_key is not None:
             api_key = await config.get_api_key(self.model.provider)
         options = self._stream_options(api_key or config.api_key)
-        if self.cancelled():  # an abort sends no further request (nor an interrupt)
-            await trio.lowlevel.checkpoint_if_cancelled()
+        await self.stop_if_cancelled()  # an abort sends no further request (nor an interrupt)
         context = _llm_context(self.system_prompt, llm_messages, self.tools)
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:

@@ -318,9 +318,7 @@ async def stream(
         delay = spec.chunk_delay
         if delay is None:
             delay = 1 / model.pace if model.pace else 0.0
-        # Each delta first waits for its pace, or is only a cancellation point:
-        # an abort while the loop handled delta n stops the stream before n + 1.
-        cancelled = None if delay else cancel_probe()
+        cancelled = cancel_probe()
         await emit(builder.start())
         for position, block in enumerate(spec.content):
             await _stream_block(builder, block, index, position, size, delay, cancelled, emit)
@@ -359,7 +357,7 @@ async def _stream_block(
     position: int,
     size: int | None,
     delay: float,
-    cancelled: CancelProbe | None,
+    cancelled: CancelProbe,
     emit: Emit,
 ) -> None:
     if isinstance(block, TextContent):
@@ -385,17 +383,14 @@ async def _deltas(
     chunks: list[str],
     delta: Callable[[str], AssistantMessageEvent],
     delay: float,
-    cancelled: CancelProbe | None,
+    cancelled: CancelProbe,
     emit: Emit,
 ) -> None:
-    """Emit a delta per chunk, each after its pace, or after a check for an abort."""
-    if delay:
-        for chunk in chunks:
-            await trio.sleep(delay)
-            await emit(delta(chunk))
-        return
-    assert cancelled is not None  # made for every stream without a pace
+    """Emit a delta per chunk. Each first waits for its pace, or is only a cancellation
+    point: an abort while the loop handled delta n stops the stream before n + 1."""
     for chunk in chunks:
-        if cancelled():
+        if delay:
+            await trio.sleep(delay)
+        elif cancelled():
             await trio.lowlevel.checkpoint_if_cancelled()
         await emit(delta(chunk))
