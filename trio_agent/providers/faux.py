@@ -320,8 +320,7 @@ async def stream(
             delay = 1 / model.pace if model.pace else 0.0
         cancelled = cancel_probe()
         await emit(builder.start())
-        for position, block in enumerate(spec.content):
-            await _stream_block(builder, block, index, position, size, delay, cancelled, emit)
+        await _stream_content(builder, spec.content, index, size, delay, cancelled, emit)
         final = builder.finish(stop_reason, error_message)
     else:
         content = tuple(
@@ -350,47 +349,49 @@ def _has_tool_call(content: tuple[AssistantContent, ...]) -> bool:
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-async def _stream_block(
+async def _stream_content(
     builder: AssistantMessageBuilder,
-    block: AssistantContent,
+    content: tuple[AssistantContent, ...],
     call: int,
-    position: int,
     size: int | None,
     delay: float,
     cancelled: CancelProbe,
     emit: Emit,
 ) -> None:
-    if isinstance(block, TextContent):
-        await emit(builder.text_start())
-        await _deltas(_chunks(block.text, size), builder.text_delta, delay, cancelled, emit)
-        await emit(builder.text_end(signature=block.text_signature))
-    elif isinstance(block, ThinkingContent):
-        await emit(builder.thinking_start(redacted=block.redacted))
-        await _deltas(_chunks(block.thinking, size), builder.thinking_delta, delay, cancelled, emit)
-        await emit(builder.thinking_end(signature=block.thinking_signature))
-    else:
-        id = block.id or f"faux_{call}_{position}"  # made only when needed
-        await emit(builder.toolcall_start(id, block.name))
-        arguments = block.arguments
-        chunks = _chunks(_encode(arguments) if arguments else "{}", size)
-        await _deltas(chunks, builder.toolcall_delta, delay, cancelled, emit)
+    """Stream each block: its start, a delta per chunk, its end.
+
+    Each delta first waits for its pace, or is only a cancellation point: an
+    abort while the loop handled delta n stops the stream before n + 1.
+    """
+    for position, block in enumerate(content):
+        delta: Callable[[str], AssistantMessageEvent]
+        if isinstance(block, ToolCall):
+            id = block.id or f"faux_{call}_{position}"  # made only when needed
+            start: AssistantMessageEvent = builder.toolcall_start(id, block.name)
+            text = _encode(block.arguments) if block.arguments else "{}"
+            delta = builder.toolcall_delta
+        elif isinstance(block, TextContent):
+            start, text, delta = builder.text_start(), block.text, builder.text_delta
+        else:
+            start = builder.thinking_start(redacted=block.redacted)
+            text, delta = block.thinking, builder.thinking_delta
+        await emit(start)
+        for chunk in _chunks(text, size):
+            if delay:
+                await trio.sleep(delay)
+            elif cancelled():
+                await trio.lowlevel.checkpoint_if_cancelled()
+            await emit(delta(chunk))
+        await emit(_block_end(builder, block))
+
+
+def _block_end(builder: AssistantMessageBuilder, block: AssistantContent) -> AssistantMessageEvent:
+    """Close ``block``, the open block: its end event."""
+    if isinstance(block, ToolCall):
         if block.thought_signature is not None:
             builder.set_signature(block.thought_signature)
-        await emit(builder.toolcall_end(dict(block.arguments)))
-
-
-async def _deltas(
-    chunks: list[str],
-    delta: Callable[[str], AssistantMessageEvent],
-    delay: float,
-    cancelled: CancelProbe,
-    emit: Emit,
-) -> None:
-    """Emit a delta per chunk. Each first waits for its pace, or is only a cancellation
-    point: an abort while the loop handled delta n stops the stream before n + 1."""
-    for chunk in chunks:
-        if delay:
-            await trio.sleep(delay)
-        elif cancelled():
-            await trio.lowlevel.checkpoint_if_cancelled()
-        await emit(delta(chunk))
+        return builder.toolcall_end(dict(block.arguments))
+    if isinstance(block, TextContent):
+        return builder.text_end(signature=block.text_signature)
+    assert isinstance(block, ThinkingContent)
+    return builder.thinking_end(signature=block.thinking_signature)
