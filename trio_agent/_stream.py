@@ -412,7 +412,9 @@ class AssistantMessageBuilder:
 
     def toolcall_delta(self, delta: str, arguments: dict[str, Any] | None = None) -> ToolCallDelta:
         """More argument JSON; ``arguments``: the object parsed so far, if the provider has one."""
-        block = self._require("toolCall")
+        block = self._open
+        if block is None or block.kind != "toolCall":
+            block = self._require("toolCall")
         block.chunks.append(delta)
         if arguments is not None:
             block.arguments = arguments
@@ -425,12 +427,17 @@ class AssistantMessageBuilder:
 
     def toolcall_end(self, arguments: dict[str, Any] | None = None) -> ToolCallEnd:
         """Close the open tool call with its final ``arguments`` (default: the last partial)."""
-        block = self._require("toolCall")
+        block = self._open
+        if block is None or block.kind != "toolCall":
+            block = self._require("toolCall")
         if arguments is not None:
             block.arguments = arguments
-        index = len(self._done)
-        call = self._finish_open()
-        assert isinstance(call, ToolCall)
+        done = self._done
+        index = len(done)
+        call = _tool_call(block.id, block.name, block.arguments, self._signature)
+        done.append(call)
+        self._open = None
+        self._signature = None
         return _toolcall_end(index, call, self._snap())
 
     def finish(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:
