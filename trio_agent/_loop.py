@@ -268,8 +268,13 @@ class _Run:
         yield MessageEnd(message)
 
     async def announce(self, message: AgentMessage) -> None:
-        for event in self.announce_events(message):
-            await self.emit(event)
+        """What ``announce_events`` does, emitting as it goes (written out, without
+        a generator: this runs for every tool result)."""
+        self._append(message)
+        self.open_message = message
+        await self.emit(MessageStart(message))
+        self.open_message = None
+        await self.emit(MessageEnd(message))
 
     def pump(self) -> UpdatePump:
         """The run's update pump, made now if need be."""
