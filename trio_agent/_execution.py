@@ -207,45 +207,52 @@ def _announce(run: _Run, state: CallState) -> Awaitable[None]:
 # --- preparing and executing ------------------------------------------------------------
 
 
-async def _prepare(run: _Run, batch: Batch, state: CallState) -> None:
-    """Find the tool, shim and validate the arguments, ask ``before_tool_call``.
+def _prepare(run: _Run, state: CallState) -> bool:
+    """Find the tool, shim and validate the arguments: whether the call can run.
 
-    On failure the call gets its (error) result now; otherwise ``state.tool``
-    and ``state.args`` are set and the call is ready to execute.
+    On success ``state.tool`` and ``state.args`` are set; on failure the call
+    gets its (error) result now.
     """
     call = state.tool_call
     tool = run.tool_map.get(call.name)
     if tool is None:
         state.result = error_result(f"Tool {call.name} not found")
-        return
+        return False
     try:
         arguments: Any = call.arguments
         if tool.prepare_arguments is not None:
             arguments = tool.prepare_arguments(arguments)
-        args = tool.validate_arguments(arguments)
-        before = run.config.before_tool_call
-        if before is not None:
-            verdict = await before(
-                BeforeToolCallContext(
-                    assistant_message=batch.assistant,
-                    tool_call=call,
-                    args=args,
-                    context=run.context(),
-                )
-            )
-            # An abort the hook did not notice still stops the call here.
-            await run.stop_if_cancelled()
-            if verdict is not None and verdict.block:
-                result = error_result(verdict.reason or _BLOCKED)
-                if verdict.terminate is True:
-                    result = attrs.evolve(result, terminate=True)
-                state.result = result
-                return
-    except Exception as exc:  # a tool's or a hook's failure is the call's result
+        state.args = tool.validate_arguments(arguments)
+    except Exception as exc:  # a tool's failure is the call's result
         state.result = error_result(exception_text(exc))
-        return
+        return False
     state.tool = tool
-    state.args = args
+    return True
+
+
+async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
+    """Ask ``before_tool_call`` (the run has one) about a prepared call: a block,
+    or the hook's failure, is the call's result."""
+    before = run.config.before_tool_call
+    assert before is not None
+    try:
+        verdict = await before(
+            BeforeToolCallContext(
+                assistant_message=batch.assistant,
+                tool_call=state.tool_call,
+                args=state.args,
+                context=run.context(),
+            )
+        )
+        # An abort the hook did not notice still stops the call here.
+        await run.stop_if_cancelled()
+        if verdict is not None and verdict.block:
+            result = error_result(verdict.reason or _BLOCKED)
+            if verdict.terminate is True:
+                result = attrs.evolve(result, terminate=True)
+            state.result = result
+    except Exception as exc:  # a hook's failure is the call's result
+        state.result = error_result(exception_text(exc))
 
 
 async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
@@ -278,14 +285,14 @@ async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | No
 
 
 async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
-    """Let ``after_tool_call`` override an executed call's result (in the loop task).
+    """Let ``after_tool_call`` (the run has one) override an executed call's result
+    (in the loop task).
 
     The tool's own result is already recorded, so a call whose hook is cut
     short by an abort keeps the result the tool returned.
     """
     after = run.config.after_tool_call
-    if after is None:
-        return
+    assert after is not None
     call = state.tool_call
     result = state.result
     is_error = state.is_error
@@ -334,7 +341,8 @@ async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
     pump = run.update_pump
     if pump is not None and pump.backlog:
         await pump.wait_drained()
-    await _finalize(run, batch, state)
+    if run.config.after_tool_call is not None:
+        await _finalize(run, batch, state)
 
 
 _when_and_where = operator.itemgetter(0, 1)  # a report's time, and its call's index
@@ -385,7 +393,8 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
         for _, _, state, update in arrived:
             if update is None:
                 remaining -= 1
-                await _finalize(run, batch, state)
+                if run.config.after_tool_call is not None:
+                    await _finalize(run, batch, state)
                 await _end(run, state)
             else:
                 await run.emit(update)
@@ -405,7 +414,8 @@ async def run_batch(run: _Run, batch: Batch) -> None:
     elif batch.mode == "sequential" or len(calls) == 1:
         for state in calls:
             await _start(run, state)
-            await _prepare(run, batch, state)
+            if _prepare(run, state) and run.config.before_tool_call is not None:
+                await _ask_before(run, batch, state)
             if state.result is None:
                 await _execute_inline(run, batch, state)
             await _end(run, state)
@@ -414,7 +424,8 @@ async def run_batch(run: _Run, batch: Batch) -> None:
         ready: list[CallState] = []
         for state in calls:
             await _start(run, state)
-            await _prepare(run, batch, state)
+            if _prepare(run, state) and run.config.before_tool_call is not None:
+                await _ask_before(run, batch, state)
             if state.result is None:
                 ready.append(state)
             else:
