@@ -201,7 +201,7 @@ def _end(run: _Run, state: CallState) -> Awaitable[None]:
 
 
 def _announce(run: _Run, state: CallState) -> Awaitable[None]:
-    return run.announce(_result_message(state))
+    return run.announce((_result_message(state),))
 
 
 # --- preparing and executing ------------------------------------------------------------
@@ -435,8 +435,9 @@ async def run_batch(run: _Run, batch: Batch) -> None:
             await _end(run, ready[0])
         elif ready:
             await _execute_concurrently(run, batch, ready)
-        for state in calls:
-            await _announce(run, state)
+        # Each result message is made just before it is announced (map is lazy):
+        # after an abort, closing_batch_events makes the ones not announced.
+        await run.announce(map(_result_message, calls))
 
 
 def closing_batch_events(run: _Run, batch: Batch) -> Iterator[AgentEvent]:

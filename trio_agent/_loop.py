@@ -47,7 +47,7 @@ Where this differs from pi-agent-core 0.85, and why:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -267,14 +267,19 @@ class _Run:
         self.open_message = None
         yield MessageEnd(message)
 
-    async def announce(self, message: AgentMessage) -> None:
-        """What ``announce_events`` does, emitting as it goes (written out, without
-        a generator: this runs for every tool result)."""
-        self._append(message)
-        self.open_message = message
-        await self.emit(MessageStart(message))
-        self.open_message = None
-        await self.emit(MessageEnd(message))
+    async def announce(self, messages: Iterable[AgentMessage]) -> None:
+        """What ``announce_events`` does for each message, emitting as it goes
+        (written out, without a generator: this runs for every tool result).
+
+        ``messages`` is read one message at a time, each just before it is
+        announced: a lazy iterable makes each message only when its turn comes.
+        """
+        for message in messages:
+            self._append(message)
+            self.open_message = message
+            await self.emit(MessageStart(message))
+            self.open_message = None
+            await self.emit(MessageEnd(message))
 
     def pump(self) -> UpdatePump:
         """The run's update pump, made now if need be."""
