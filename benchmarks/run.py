@@ -9,7 +9,9 @@ times; the table gives the median and the spread (min-max). Beside each is
 its *floor*: what the same number of irreducible Trio operations costs on
 this machine in this run — bare checkpoints, awaited no-op callbacks, task
 spawns, memory-channel sends — and the ratio of the two. Absolute times move
-with the machine; the ratios do not move much.
+with the machine; the ratios do not move much. The samples of a figure and of
+its floor are taken in turn (ours, the floor, ours, ...), so that a burst of
+noise on the machine falls on both alike.
 
 Figures (performance.md):
 
@@ -157,6 +159,16 @@ def _timed(fn: Callable[[], Awaitable[Any]]) -> float:
 
 def _stats(samples: list[float]) -> tuple[float, float, float]:
     return statistics.median(samples), min(samples), max(samples)
+
+
+def _alternating(repeats: int, *measures: Callable[[], float]) -> list[list[float]]:
+    """``repeats`` samples of each measure, taken in turn (ours, its floor, ...): a
+    burst of noise on the machine falls on all of them alike, not on one's samples."""
+    samples: list[list[float]] = [[] for _ in measures]
+    for _ in range(repeats):
+        for taken, measure in zip(samples, measures, strict=True):
+            taken.append(measure())
+    return samples
 
 
 # --- floors -------------------------------------------------------------------------------------
@@ -374,7 +386,7 @@ def _b1_model(turns: int) -> faux.FauxModel:
     return faux.model([*([call] * turns), "done"])
 
 
-def _b1_floor(turns: int, repeats: int) -> list[float]:
+def _b1_floor(turns: int) -> Callable[[], float]:
     """One checkpoint per turn, and one awaited no-op call per event of a turn."""
     counts = {"events": 0, "stream": 0}
 
@@ -399,12 +411,12 @@ def _b1_floor(turns: int, repeats: int) -> list[float]:
 
     trio.run(count_events)
     awaits = counts["events"] + counts["stream"]
-    return [
-        (_timed(lambda: _checkpoints(turns + 1)) + _timed(lambda: _awaited_noops(awaits)))
-        / (turns + 1)
-        * 1e6
-        for _ in range(repeats)
-    ]
+
+    def one() -> float:
+        waits = _timed(lambda: _checkpoints(turns + 1))
+        return (waits + _timed(lambda: _awaited_noops(awaits))) / (turns + 1) * 1e6
+
+    return one
 
 
 def bench_b1(repeats: int, turns: int = 2000) -> Figure:
@@ -421,8 +433,8 @@ def bench_b1(repeats: int, turns: int = 2000) -> Figure:
 
         return _timed(go) / (turns + 1) * 1e6
 
-    samples = [one() for _ in range(repeats)]
-    return _figure(samples, _b1_floor(turns, repeats), "us/turn", lower_is_better=True)
+    samples, floor_samples = _alternating(repeats, one, _b1_floor(turns))
+    return _figure(samples, floor_samples, "us/turn", lower_is_better=True)
 
 
 def bench_b1a(repeats: int, turns: int = 2000) -> Figure:
@@ -431,8 +443,8 @@ def bench_b1a(repeats: int, turns: int = 2000) -> Figure:
         agent.subscribe(_noop_listener)
         return _timed(lambda: agent.prompt("go")) / (turns + 1) * 1e6
 
-    samples = [one() for _ in range(repeats)]
-    return _figure(samples, _b1_floor(turns, repeats), "us/turn", lower_is_better=True)
+    samples, floor_samples = _alternating(repeats, one, _b1_floor(turns))
+    return _figure(samples, floor_samples, "us/turn", lower_is_better=True)
 
 
 def bench_b2(repeats: int, calls: int = 1000) -> Figure:
@@ -451,10 +463,13 @@ def bench_b2(repeats: int, calls: int = 1000) -> Figure:
 
         return _timed(go) * 1e3
 
-    samples = [one() for _ in range(repeats)]
-    floor_samples = [_timed(lambda: _spawn_and_send(calls)) * 1e3 for _ in range(repeats)]
-    bare = statistics.median(_timed(lambda: _bare_calls(calls)) * 1e3 for _ in range(repeats))
-    floor = statistics.median(floor_samples)
+    samples, floor_samples, bare_samples = _alternating(
+        repeats,
+        one,
+        lambda: _timed(lambda: _spawn_and_send(calls)) * 1e3,
+        lambda: _timed(lambda: _bare_calls(calls)) * 1e3,
+    )
+    bare, floor = statistics.median(bare_samples), statistics.median(floor_samples)
     return _figure(
         samples,
         floor_samples,
@@ -483,9 +498,13 @@ def bench_b3(repeats: int, deltas: int = 100_000) -> Figure:
 
         return deltas / _timed(go)
 
-    samples = [one() for _ in range(repeats)]
-    floor_samples = [deltas / _timed(lambda: _awaited_noops(2 * deltas)) for _ in range(repeats)]
-    bare = statistics.median(deltas / _timed(lambda: _bare_deltas(deltas)) for _ in range(repeats))
+    samples, floor_samples, bare_samples = _alternating(
+        repeats,
+        one,
+        lambda: deltas / _timed(lambda: _awaited_noops(2 * deltas)),
+        lambda: deltas / _timed(lambda: _bare_deltas(deltas)),
+    )
+    bare = statistics.median(bare_samples)
     return _figure(
         samples,
         floor_samples,
@@ -633,8 +652,11 @@ async def _b6_abort(calls: int, clock: Callable[[], float]) -> float:
 
 def bench_b6(repeats: int, calls: int = 1000) -> Figure:
     clock = time.perf_counter
-    samples = [_run(lambda: _b6_abort(calls, clock)) * 1e3 for _ in range(repeats)]
-    floor_samples = [_run(lambda: _cancel_sleepers(calls, clock)) * 1e3 for _ in range(repeats)]
+    samples, floor_samples = _alternating(
+        repeats,
+        lambda: _run(lambda: _b6_abort(calls, clock)) * 1e3,
+        lambda: _run(lambda: _cancel_sleepers(calls, clock)) * 1e3,
+    )
     virtual = _run(
         lambda: _b6_abort(calls, trio.current_time),
         clock=trio.testing.MockClock(autojump_threshold=0),
@@ -727,8 +749,10 @@ def _b7_floor(count: int) -> tuple[float, float]:
 
 
 def bench_b7(repeats: int, agents: int = 10_000, top: int = 5) -> Figure:
-    runs = [_b7_agents(agents, top if i == 0 else 0) for i in range(repeats)]
-    floors = [_b7_floor(agents) for _ in range(repeats)]
+    runs, floors = [], []
+    for i in range(repeats):  # in turn, as _alternating takes them
+        runs.append(_b7_agents(agents, top if i == 0 else 0))
+        floors.append(_b7_floor(agents))
     abort_all = _figure(
         [elapsed * 1e3 for _, _, elapsed, _ in runs],
         [elapsed * 1e3 for _, elapsed in floors],
