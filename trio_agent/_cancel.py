@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -34,6 +34,12 @@ CancelProbe = Callable[[], bool]
 
 def _public_probe() -> bool:
     return trio.current_effective_deadline() == -math.inf
+
+
+class _Runner(Protocol):
+    """What a probe reads of Trio's runner (private: checked before it is read)."""
+
+    ki_pending: bool
 
 
 def cancel_probe() -> CancelProbe:
@@ -46,9 +52,10 @@ def cancel_probe() -> CancelProbe:
     if task is getattr(runner, "main_task", None) and isinstance(
         getattr(runner, "ki_pending", None), bool
     ):
+        main: _Runner = runner
 
         def cancelled_or_interrupted() -> bool:
-            return task._cancel_status.effectively_cancelled or runner.ki_pending is True
+            return task._cancel_status.effectively_cancelled or main.ki_pending
 
         return cancelled_or_interrupted
 

@@ -185,8 +185,10 @@ class _Run:
         self.model: Model = config.model
         self.reasoning = config.reasoning
         self.system_prompt = context.system_prompt
-        self.tools: tuple[AgentTool, ...] = tuple(context.tools)
-        self.tool_map = _tool_map(self.tools)
+        self.tools: tuple[AgentTool, ...]
+        self.tool_map: dict[str, AgentTool]
+        self.sequential_tools: frozenset[str]
+        self._use_tools(context.tools)
         self.messages: list[AgentMessage] = list(context.messages)
         self.new_messages: list[AgentMessage] = []
         # What the model sees, kept incrementally for the default convert_to_llm.
@@ -245,6 +247,14 @@ class _Run:
         """Raise ``Cancelled`` if the run's task is cancelled (``checkpoint_if_cancelled()``)."""
         if self.cancelled():
             await trio.lowlevel.checkpoint_if_cancelled()
+
+    def _use_tools(self, tools: Sequence[AgentTool]) -> None:
+        self.tools = tuple(tools)
+        self.tool_map = tool_map = _tool_map(self.tools)
+        # The names whose tool runs its whole batch sequentially (in most runs, none).
+        self.sequential_tools = frozenset(
+            name for name, tool in tool_map.items() if tool.execution_mode == "sequential"
+        )
 
     def context(self) -> AgentContext:
         """The run's context as hooks see it: read-only views, O(1) to make."""
@@ -410,8 +420,7 @@ class _Run:
             context = next_turn.context
             self.system_prompt = context.system_prompt
             self.messages = list(context.messages)
-            self.tools = tuple(context.tools)
-            self.tool_map = _tool_map(self.tools)
+            self._use_tools(context.tools)
             self._llm_messages = []
             self._llm_seen = 0
         if next_turn.model is not None:
@@ -492,8 +501,7 @@ class _Run:
 
     async def _on_stream_event(self, event: AssistantMessageEvent) -> None:
         """The ``emit`` a stream function gets: turns stream events into agent events."""
-        kind = event.type
-        if kind in _BLOCK_EVENTS:
+        if event.type in _BLOCK_EVENTS:
             if self.stream_started and self.final is None:
                 # self.emit, inlined: this runs for every delta.
                 self.partial = event
@@ -508,12 +516,12 @@ class _Run:
                     await self.listener(update)
                 except Exception as exc:
                     raise _ListenerFailed(exc) from None
-        elif kind == "start":
+        elif event.type == "start":
             if not self.stream_started and self.final is None:
                 self.stream_started = True
                 self.partial = event
                 try:
-                    await self.emit(MessageStart(event.partial))  # type: ignore[union-attr]
+                    await self.emit(MessageStart(event.partial))
                 except Exception as exc:
                     raise _ListenerFailed(exc) from None
         elif self.final is None:
@@ -547,11 +555,9 @@ class _Run:
             return "truncated"
         if self.config.tool_execution == "sequential":
             return "sequential"
-        tools = self.tool_map
-        for call in calls:
-            tool = tools.get(call.name)
-            if tool is not None and tool.execution_mode == "sequential":
-                return "sequential"
+        sequential = self.sequential_tools
+        if sequential and not sequential.isdisjoint([call.name for call in calls]):
+            return "sequential"
         return "parallel"
 
     # -- closing an interrupted run -------------------------------------------------------------
