@@ -188,18 +188,6 @@ def _result_message(state: CallState) -> ToolResultMessage:
     return message
 
 
-# Plain functions returning what ``run.emit`` returns (the listener's awaitable):
-# no frame of their own between the loop and the listener, a few times per call.
-
-
-def _start(run: _Run, state: CallState) -> Awaitable[None]:
-    return run.emit(_start_event(state))
-
-
-def _end(run: _Run, state: CallState) -> Awaitable[None]:
-    return run.emit(_end_event(state))
-
-
 def _announce(run: _Run, state: CallState) -> Awaitable[None]:
     return run.announce((_result_message(state),))
 
@@ -377,8 +365,9 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
         # outcome in its slot whatever happens to the loop task.
         send.send_nowait((now(), state.index, state, None))
 
+    name = f"{child.__module__}.{child.__qualname__}"  # Trio's name for them, made once
     for state in states:
-        run.nursery.start_soon(child, state)
+        run.nursery.start_soon(child, state, name=name)
     remaining = len(states)
     while remaining:
         arrived = await arrivals(receive)
@@ -395,7 +384,7 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
                 remaining -= 1
                 if run.config.after_tool_call is not None:
                     await _finalize(run, batch, state)
-                await _end(run, state)
+                await run.emit(_end_event(state))
             else:
                 await run.emit(update)
 
@@ -408,31 +397,31 @@ async def run_batch(run: _Run, batch: Batch) -> None:
     calls = batch.calls
     if batch.mode == "truncated":
         for state in calls:
-            await _start(run, state)
-            await _end(run, state)
+            await run.emit(_start_event(state))
+            await run.emit(_end_event(state))
             await _announce(run, state)
     elif batch.mode == "sequential" or len(calls) == 1:
         for state in calls:
-            await _start(run, state)
+            await run.emit(_start_event(state))
             if _prepare(run, state) and run.config.before_tool_call is not None:
                 await _ask_before(run, batch, state)
             if state.result is None:
                 await _execute_inline(run, batch, state)
-            await _end(run, state)
+            await run.emit(_end_event(state))
             await _announce(run, state)
     else:
         ready: list[CallState] = []
         for state in calls:
-            await _start(run, state)
+            await run.emit(_start_event(state))
             if _prepare(run, state) and run.config.before_tool_call is not None:
                 await _ask_before(run, batch, state)
             if state.result is None:
                 ready.append(state)
             else:
-                await _end(run, state)
+                await run.emit(_end_event(state))
         if len(ready) == 1:
             await _execute_inline(run, batch, ready[0])
-            await _end(run, ready[0])
+            await run.emit(_end_event(ready[0]))
         elif ready:
             await _execute_concurrently(run, batch, ready)
         # Each result message is made just before it is announced (map is lazy):

@@ -258,11 +258,9 @@ def _as_reply(script: str | AssistantMessage | Reply) -> Reply:
     )
 
 
-def _chunks(text: str, size: int | None) -> list[str]:
+def _chunks(text: str, size: int) -> list[str]:
     if not text:
         return [""]
-    if not size:
-        return [text]
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
@@ -376,7 +374,7 @@ async def _stream_content(
             start = builder.thinking_start(redacted=block.redacted)
             text, delta = block.thinking, builder.thinking_delta
         await emit(start)
-        for chunk in _chunks(text, size):
+        for chunk in _chunks(text, size) if size else (text,):  # no size: one chunk
             if delay:
                 await trio.sleep(delay)
             elif cancelled():
