@@ -324,12 +324,17 @@ class AssistantMessageBuilder:
         """The ``start`` event: the reply begins (an empty partial message)."""
         return StreamStart(self._snap())
 
-    def _begin(self, block: _OpenBlock) -> int:
+    def _begin(self, block: _OpenBlock) -> list[Any]:
+        """Open ``block`` (closing the open one first): the snapshot of its start."""
         if self._open is not None:
             self._finish_open()
         self._open = block
         self._signature = None
-        return len(self._done)
+        # _snap(), inline: no chunk and no signature yet.
+        return [
+            self, len(self._done), block, 0, None, block.arguments,
+            self.usage, self.response_id, self.timestamp, None,
+        ]  # fmt: skip
 
     def _finish_open(self) -> AssistantContent:
         block = self._open
@@ -350,8 +355,8 @@ class AssistantMessageBuilder:
 
     def text_start(self) -> TextStart:
         """Open a text block (closing the open block, if any)."""
-        index = self._begin(_OpenBlock("text"))
-        return _text_start(index, self._snap())
+        snap = self._begin(_OpenBlock("text"))
+        return _text_start(snap[_DONE], snap)
 
     def text_delta(self, delta: str) -> TextDelta:
         """More text for the open text block."""
@@ -381,8 +386,8 @@ class AssistantMessageBuilder:
         """Open a thinking block (``redacted``: its text is encrypted, kept for replay)."""
         block = _OpenBlock("thinking")
         block.redacted = redacted
-        index = self._begin(block)
-        return _thinking_start(index, self._snap())
+        snap = self._begin(block)
+        return _thinking_start(snap[_DONE], snap)
 
     def thinking_delta(self, delta: str) -> ThinkingDelta:
         """More thinking for the open thinking block."""
@@ -407,18 +412,24 @@ class AssistantMessageBuilder:
 
     def toolcall_start(self, id: str, name: str) -> ToolCallStart:
         """Open a tool call block: the call ``id`` and the tool's ``name``."""
-        index = self._begin(_OpenBlock("toolCall", id, name))
-        return _toolcall_start(index, self._snap())
+        snap = self._begin(_OpenBlock("toolCall", id, name))
+        return _toolcall_start(snap[_DONE], snap)
 
     def toolcall_delta(self, delta: str, arguments: dict[str, Any] | None = None) -> ToolCallDelta:
         """More argument JSON; ``arguments``: the object parsed so far, if the provider has one."""
         block = self._open
         if block is None or block.kind != "toolCall":
             block = self._require("toolCall")
-        block.chunks.append(delta)
+        chunks = block.chunks
+        chunks.append(delta)
         if arguments is not None:
             block.arguments = arguments
-        return _toolcall_delta(len(self._done), delta, self._snap())
+        # The snapshot, inline: this runs for every delta.
+        snap = [
+            self, len(self._done), block, len(chunks), self._signature, block.arguments,
+            self.usage, self.response_id, self.timestamp, None,
+        ]  # fmt: skip
+        return _toolcall_delta(snap[_DONE], delta, snap)
 
     @property
     def toolcall_json(self) -> str:
