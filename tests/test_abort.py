@@ -6,7 +6,7 @@ import gc
 import signal
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
@@ -260,6 +260,51 @@ async def test_abort_from_a_listener_is_noticed_before_the_next_event() -> None:
     ]
     assert texts(messages) == [("t1", "echo:v")]
     assert len(model.calls) == 1
+
+
+def _two_echo_calls() -> faux.FauxModel:
+    calls = (faux.tool_call("echo", {"value": v}, id=f"t{v}") for v in "12")
+    return faux.model([faux.reply(*calls), "done"])
+
+
+async def _interrupted_awaits(at: int, mode: Literal["parallel", "sequential"]) -> list[str]:
+    """Abort at event ``at``; the events whose listener's await was cancelled after it."""
+    abort = trio.CancelScope()
+    seen = 0
+    interrupted: list[str] = []
+
+    async def on_event(event: AgentEvent) -> None:
+        nonlocal seen
+        seen += 1
+        if not abort.cancel_called:
+            if seen == at:
+                abort.cancel()
+            return
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled:
+            interrupted.append(event.type)
+            raise
+
+    await run(_two_echo_calls(), abort, on_event, tools=[ECHO], tool_execution=mode)
+    return interrupted
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_a_listener_may_await_at_every_event_after_an_abort(
+    mode: Literal["parallel", "sequential"],
+) -> None:
+    """Whichever event of a tool turn the listener aborts at, every later event is
+    delivered outside the cancelled run: the listener's own awaits go on."""
+    everything = EventRecorder()
+    await run_agent_loop(
+        [UserMessage.text("go")],
+        AgentContext(tools=[ECHO]),
+        AgentLoopConfig(model=_two_echo_calls(), tool_execution=mode),
+        everything,
+    )
+    for at in range(1, len(everything.events)):
+        assert (at, await _interrupted_awaits(at, mode)) == (at, [])
 
 
 async def test_abort_in_the_last_turn_end_adds_no_turn() -> None:
