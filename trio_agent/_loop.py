@@ -95,7 +95,8 @@ AgentEmit = Callable[[AgentEvent], Awaitable[None]]
 # Made field by field in order (see _frozen.maker), once per turn.
 _turn_end = maker(TurnEnd)  # its tool results are a tuple already
 _llm_context = maker(LlmContext)
-_LLM_TYPES = (UserMessage, AssistantMessage, ToolResultMessage)
+# The most common first: isinstance() stops at the first match.
+_LLM_TYPES = (ToolResultMessage, AssistantMessage, UserMessage)
 _BLOCK_EVENTS = frozenset(
     {
         "text_start",
@@ -279,7 +280,8 @@ class _Run:
 
     async def announce(self, messages: Iterable[AgentMessage]) -> None:
         """What ``announce_events`` does for each message, emitting as it goes
-        (written out, without a generator: this runs for every tool result).
+        (written out, without a generator, and ``self.emit`` inlined: this runs
+        twice for every tool result).
 
         ``messages`` is read one message at a time, each just before it is
         announced: a lazy iterable makes each message only when its turn comes.
@@ -287,9 +289,11 @@ class _Run:
         for message in messages:
             self._append(message)
             self.open_message = message
-            await self.emit(MessageStart(message))
+            start = MessageStart(message)
+            await (self._withhold(start) if self.cancelled() else self.listener(start))
             self.open_message = None
-            await self.emit(MessageEnd(message))
+            end = MessageEnd(message)
+            await (self._withhold(end) if self.cancelled() else self.listener(end))
 
     def pump(self) -> UpdatePump:
         """The run's update pump, made now if need be."""
@@ -441,10 +445,9 @@ class _Run:
             # The default filter, kept incrementally: O(new messages) per turn.
             seen = self.messages
             kept = self._llm_messages
-            for index in range(self._llm_seen, len(seen)):
-                message = seen[index]
-                if isinstance(message, _LLM_TYPES):
-                    kept.append(message)
+            kept += [
+                message for message in seen[self._llm_seen :] if isinstance(message, _LLM_TYPES)
+            ]
             self._llm_seen = len(seen)
             return Prefix(kept)
         else:

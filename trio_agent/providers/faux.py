@@ -388,7 +388,7 @@ def _block_end(builder: AssistantMessageBuilder, block: AssistantContent) -> Ass
     if isinstance(block, ToolCall):
         if block.thought_signature is not None:
             builder.set_signature(block.thought_signature)
-        return builder.toolcall_end(dict(block.arguments))
+        return builder.toolcall_end({**block.arguments})
     if isinstance(block, TextContent):
         return builder.text_end(signature=block.text_signature)
     assert isinstance(block, ThinkingContent)
