@@ -17,11 +17,13 @@ from trio_agent import (
     AgentTool,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    NextTurn,
     TextContent,
     ToolDefinitionError,
     ToolResult,
     ToolResultMessage,
     ToolUpdate,
+    TurnContext,
     UserMessage,
     run_agent_loop,
 )
@@ -137,6 +139,25 @@ async def test_one_sequential_tool_makes_the_whole_batch_sequential(
     reply = calls(("t1", "sleep", {"ms": 30}), ("t2", "slow", {"ms": 10}))
     _, recorder = await run(reply, [sleeper(), sleeper("slow", execution_mode="sequential")])
     assert recorder.tool_order("end") == ["t1", "t2"]  # in parallel, t2 would end first
+
+
+async def test_a_sequential_tool_swapped_in_between_turns_makes_its_batch_sequential(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def prepare(turn: TurnContext) -> NextTurn:
+        tools = [sleeper(), sleeper("slow", execution_mode="sequential")]
+        return NextTurn(context=AgentContext(messages=turn.context.messages, tools=tools))
+
+    second = calls(("t2", "sleep", {"ms": 30}), ("t3", "slow", {"ms": 10}))
+    model = faux.model([calls(("t1", "echo", {"value": "v"})), second, "done"])
+    recorder = EventRecorder()
+    await run_agent_loop(
+        [UserMessage.text("go")],
+        AgentContext(tools=[ECHO]),
+        AgentLoopConfig(model=model, prepare_next_turn=prepare),
+        recorder,
+    )
+    assert recorder.tool_order("end") == ["t1", "t2", "t3"]  # in parallel, t3 ends before t2
 
 
 async def test_an_unknown_tool_is_answered_at_once_during_preparation() -> None:
@@ -303,6 +324,44 @@ async def test_a_blocking_before_hook_may_terminate_the_batch() -> None:
     )
     assert len(model.calls) == 1
     assert recorder.of("tool_execution_end")[0].result.terminate is True
+
+
+async def test_an_abort_while_a_before_hook_blocks_a_call_aborts_it() -> None:
+    abort = trio.CancelScope()
+
+    async def before(ctx: BeforeToolCallContext) -> BeforeToolCallResult:
+        abort.cancel()  # the hook does not notice; its verdict comes too late
+        return BeforeToolCallResult(block=True, reason="blocked")
+
+    recorder = EventRecorder()
+    messages = await run_agent_loop(
+        [UserMessage.text("go")],
+        AgentContext(tools=[ECHO]),
+        AgentLoopConfig(
+            model=faux.model([calls(("t1", "echo", {"value": "a"}))]), before_tool_call=before
+        ),
+        recorder,
+        abort,
+    )
+    assert results(messages) == [("t1", "Operation aborted", True)]
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_before_tool_call_is_asked_only_about_calls_that_can_run(mode: str) -> None:
+    asked: list[str] = []
+
+    async def before(ctx: BeforeToolCallContext) -> None:
+        asked.append(ctx.tool_call.id)
+
+    reply = calls(
+        ("t1", "nope", {}),  # no such tool
+        ("t2", "echo", {"value": "ok"}),
+        ("t3", "echo", {}),  # invalid arguments
+        ("t4", "echo", {"value": "ok"}),
+    )
+    messages, _ = await run(reply, [ECHO], before_tool_call=before, tool_execution=mode)
+    assert asked == ["t2", "t4"]
+    assert [is_error for _, _, is_error in results(messages)] == [True, False, True, False]
 
 
 async def test_a_failing_before_hook_is_the_calls_error() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, SupportsIndex, overload
 
 import pytest
@@ -169,6 +169,34 @@ def test_partial_keeps_the_usage_and_response_id_of_its_event() -> None:
         reply(TextContent("ab"), usage=Usage(input=5, output=1), response_id="resp_1"),
     )
     assert expected == (first.partial, second.partial)
+
+
+def test_every_events_partial_is_the_builders_snapshot_at_that_event() -> None:
+    """The methods that make their snapshot inline (a start, a delta) keep every
+    field that snapshot() keeps: usage, response id, signature, partial arguments."""
+    b = new_builder()
+    steps: list[Callable[[], AssistantMessageEvent]] = [
+        b.start,
+        b.thinking_start,
+        lambda: b.thinking_delta("Hm"),
+        lambda: b.thinking_end(signature="thought"),
+        b.text_start,
+        lambda: b.text_delta("Hi"),
+        lambda: b.text_end(),
+        lambda: b.toolcall_start("c1", "f"),
+        lambda: b.toolcall_delta('{"a":', {}),
+        lambda: b.toolcall_delta("1}", {"a": 1}),
+        lambda: b.toolcall_end({"a": 1}),
+        lambda: b.toolcall_start("c2", "g"),
+        lambda: b.toolcall_delta("{}"),
+    ]
+    for n, step in enumerate(steps):
+        b.usage = Usage(input=n, output=n)
+        b.response_id = f"resp_{n}"
+        if b.open_kind is not None:
+            b.set_signature(f"sig_{n}")
+        event = step()
+        assert (n, event.partial) == (n, b.snapshot())  # type: ignore[union-attr]
 
 
 def test_opening_a_block_closes_the_open_one_without_an_event() -> None:
