@@ -42,6 +42,12 @@ class _Runner(Protocol):
     ki_pending: bool
 
 
+class _Status(Protocol):
+    """What a probe reads of a Trio cancel status (private: checked before it is read)."""
+
+    effectively_cancelled: bool
+
+
 def cancel_probe() -> CancelProbe:
     """A function telling whether the current task is cancelled (valid in this task only)."""
     task = trio.lowlevel.current_task()
@@ -73,9 +79,10 @@ def children_probe(nursery: trio.Nursery) -> CancelProbe | None:
     status: Any = getattr(nursery, "_cancel_status", None)
     if not isinstance(getattr(status, "effectively_cancelled", None), bool):
         return None
+    shared: _Status = status
 
     def cancelled() -> bool:
-        return status.effectively_cancelled is True
+        return shared.effectively_cancelled
 
     return cancelled
 

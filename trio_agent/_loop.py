@@ -280,8 +280,8 @@ class _Run:
 
     async def announce(self, messages: Iterable[AgentMessage]) -> None:
         """What ``announce_events`` does for each message, emitting as it goes
-        (written out, without a generator, and ``self.emit`` inlined: this runs
-        twice for every tool result).
+        (written out, without a generator, and ``self.emit`` inlined: it emits
+        two events for every tool result).
 
         ``messages`` is read one message at a time, each just before it is
         announced: a lazy iterable makes each message only when its turn comes.
