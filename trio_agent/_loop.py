@@ -122,6 +122,9 @@ async def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Messa
     return [message for message in messages if isinstance(message, _LLM_TYPES)]
 
 
+_NO_NAMES: frozenset[str] = frozenset()
+
+
 def _tool_map(tools: tuple[AgentTool, ...]) -> dict[str, AgentTool]:
     """Tools by name; of two with one name the first wins, as in pi."""
     return {tool.name: tool for tool in reversed(tools)}
@@ -252,10 +255,12 @@ class _Run:
     def _use_tools(self, tools: Sequence[AgentTool]) -> None:
         self.tools = tuple(tools)
         self.tool_map = tool_map = _tool_map(self.tools)
-        # The names whose tool runs its whole batch sequentially (in most runs, none).
-        self.sequential_tools = frozenset(
+        # The names whose tool runs its whole batch sequentially (in most runs, none:
+        # then a shared empty set, not one more object per run).
+        sequential = [
             name for name, tool in tool_map.items() if tool.execution_mode == "sequential"
-        )
+        ]
+        self.sequential_tools = frozenset(sequential) if sequential else _NO_NAMES
 
     def context(self) -> AgentContext:
         """The run's context as hooks see it: read-only views, O(1) to make."""
