@@ -117,6 +117,7 @@ from trio_agent import (
 )
 from trio_agent._execution import arrivals
 from trio_agent._frozen import maker
+from trio_agent._messages import now_ms
 from trio_agent.providers import faux
 
 Figure = dict[str, Any]
@@ -219,8 +220,9 @@ async def _bare_calls(count: int) -> None:
     provider to loop and from loop to listener, an abort check on each side), the
     tool call, its arguments validated, a task running the awaited tool and
     sending its result (received as they come, many per wake-up),
-    ``tool_execution_start`` and ``_end``, the result message with its
-    ``message_start`` and ``message_end`` (an abort check before each event).
+    ``tool_execution_start`` and ``_end``, the result message (with its
+    timestamp) and its ``message_start`` and ``message_end`` (an abort check
+    before each event).
     No state kept, no ordering, no hooks."""
     toolcall_start, toolcall_delta = maker(ToolCallStart), maker(ToolCallDelta)
     toolcall_end, tool_call = maker(ToolCallEnd), maker(ToolCall)
@@ -269,7 +271,7 @@ async def _bare_calls(count: int) -> None:
             finished += arrived
     for call, result in finished:
         message = result_message(
-            call.id, call.name, result.content, result.details, False, result.usage, 0
+            call.id, call.name, result.content, result.details, False, result.usage, now_ms()
         )
         if cancelled():
             await checkpoint_if_cancelled()

@@ -368,6 +368,7 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
     name = f"{child.__module__}.{child.__qualname__}"  # Trio's name for them, made once
     for state in states:
         run.nursery.start_soon(child, state, name=name)
+    finalize = run.config.after_tool_call is not None
     remaining = len(states)
     while remaining:
         arrived = await arrivals(receive)
@@ -382,7 +383,7 @@ async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]
         for _, _, state, update in arrived:
             if update is None:
                 remaining -= 1
-                if run.config.after_tool_call is not None:
+                if finalize:
                     await _finalize(run, batch, state)
                 await run.emit(_end_event(state))
             else:

@@ -443,6 +443,7 @@ class AssistantMessageBuilder:
             block = self._require("toolCall")
         if arguments is not None:
             block.arguments = arguments
+        # _finish_open(), for the one kind the block can be here (once per call).
         done = self._done
         index = len(done)
         call = _tool_call(block.id, block.name, block.arguments, self._signature)

@@ -391,5 +391,4 @@ def _block_end(builder: AssistantMessageBuilder, block: AssistantContent) -> Ass
         return builder.toolcall_end({**block.arguments})
     if isinstance(block, TextContent):
         return builder.text_end(signature=block.text_signature)
-    assert isinstance(block, ThinkingContent)
     return builder.thinking_end(signature=block.thinking_signature)
