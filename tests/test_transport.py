@@ -1,18 +1,29 @@
 """The fault matrix: what the network and the server do, as error replies (providers.md).
 
 Every provider shares the transport; these tests speak the OpenAI chat API to
-a loopback server that misbehaves on request.
+a loopback server that misbehaves on request, and all four HTTP APIs
+(``APIS``) where what a server sends could reach a parser.
 """
 
 from __future__ import annotations
 
+import datetime
+import email.utils
+import functools
+import json
+import re
+from collections.abc import Callable
 from typing import Any
 
+import attrs
+import httpx  # noqa: ASYNC127  (the design's client)
 import pytest
 import trio
 import trio.testing
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from tests._providers import call, context, fixture, options
+from tests._providers import Call, call, context, fixture, io_clock, options
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -21,7 +32,8 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent.providers import openai_chat
+from trio_agent.providers import anthropic, google, openai_chat, openai_responses
+from trio_agent.providers._transport import _retry_after, _retry_delay, error_text
 from trio_agent.testing import (
     EventRecorder,
     ScriptedResponse,
@@ -36,6 +48,35 @@ AFTER_HELLO = TEXT.index(b"\n\n", TEXT.index(b'"Hello"')) + 2  # the end of the 
 
 def model(url: str) -> Any:
     return openai_chat.model("gpt-4.1", base_url=url + "/v1", provider="openai")
+
+
+@attrs.frozen
+class Api:
+    """An HTTP API under test: its stream function, and a model of it served at a URL."""
+
+    name: str
+    stream: Callable[..., Any]
+    model: Callable[[str], Any]
+
+
+APIS = [
+    Api(openai_chat.API, openai_chat.stream, model),
+    Api(
+        openai_responses.API,
+        openai_responses.stream,
+        lambda url: openai_responses.model("gpt-4.1", base_url=url + "/v1"),
+    ),
+    Api(
+        anthropic.API,
+        anthropic.stream,
+        lambda url: anthropic.model("claude-sonnet-4-5", base_url=url),
+    ),
+    Api(
+        google.API,
+        google.stream,
+        lambda url: google.model("gemini-2.5-flash", base_url=url + "/v1beta"),
+    ),
+]
 
 
 def error(status: int, body: str, **headers: str) -> ScriptedResponse:
@@ -321,3 +362,299 @@ def test_error_text_reads_every_known_error_shape() -> None:
     assert error_text(b'{"object": "error", "message": "No model"}') == "No model"
     assert error_text(b"plain text") == "plain text"
     assert error_text(b"") == "(empty body)"
+
+
+# -- what a server sends is not trusted -------------------------------------------------
+
+DEEP = b"[" * 100_000
+"""JSON nested deeper than any parser's stack: json.loads raises RecursionError."""
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        (error(400, DEEP.decode()), "HTTP 400 from {}: " + "[" * 500),
+        (error(429, '{"error": {"details": ' + DEEP.decode()), "HTTP 429 from {}: {{"),
+        (
+            ScriptedResponse(body=DEEP, content_type="application/json"),
+            "{} answered with application/json, not an event stream: " + "[" * 500,
+        ),
+    ],
+    ids=["error body", "retry hint", "not a stream"],
+)
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
+async def test_deeply_nested_json_from_the_server_is_an_error_reply(
+    clock: Any, api: Api, response: ScriptedResponse, message: str
+) -> None:
+    async with open_sse_server(response) as server:
+        result = await call(api.stream, api.model(server.url), opts=options(max_retries=0))
+    provider = api.model(server.url).provider
+    assert result.message.stop_reason == "error"
+    assert result.message.error_message is not None
+    assert result.message.error_message.startswith(message.format(provider))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["error", "message", "msg", "type", "status", "details", "retryDelay"])
+            | st.text(max_size=5),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+ERROR_BODIES = st.one_of(
+    st.binary(max_size=300),
+    JSON_VALUES.map(lambda value: json.dumps(value).encode()),
+    st.builds(
+        lambda message, kind, delay: json.dumps(
+            {"error": {"message": message, "type": kind, "details": [{"retryDelay": delay}]}}
+        ).encode(),
+        JSON_VALUES,
+        JSON_VALUES,
+        JSON_VALUES | st.from_regex(r"-?[0-9.eE+a-z]{0,8}s", fullmatch=True),
+    ),
+    st.integers(150, 3000).map(lambda depth: b'{"error": ' + b"[" * depth),
+)
+HEADER_TEXT = st.text(
+    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"),
+    max_size=40,
+)
+
+
+@given(body=ERROR_BODIES)
+@settings(max_examples=150)
+def test_error_text_and_the_retry_hint_take_any_body(body: bytes) -> None:
+    text = error_text(body, ["a-secret-key"])
+    assert isinstance(text, str)
+    assert 0 < len(text) <= 500
+    delay = _retry_delay(body.decode("utf-8", errors="replace"))
+    assert delay is None or delay >= 0
+
+
+HTTP_DATES = st.builds(
+    lambda moment, offset: email.utils.format_datetime(
+        moment.replace(tzinfo=datetime.timezone(offset))
+    ),
+    st.datetimes(),
+    st.timedeltas(min_value=-datetime.timedelta(hours=23), max_value=datetime.timedelta(hours=23)),
+)
+
+
+@given(value=HEADER_TEXT | HTTP_DATES, name=st.sampled_from(["retry-after", "retry-after-ms"]))
+@settings(max_examples=150)
+def test_the_retry_after_headers_take_any_value(value: str, name: str) -> None:
+    delay = _retry_after(httpx.Headers({name.encode(): value.encode("latin-1")}))
+    assert delay is None or delay >= 0
+
+
+@given(
+    api=st.sampled_from(APIS),
+    status=st.sampled_from([200, 201, 400, 401, 404, 429, 500, 503, 529]) | st.integers(400, 599),
+    body=ERROR_BODIES,
+    content_type=st.sampled_from(["application/json", "text/plain", "text/html", ""]),
+    retry_after=st.none() | HEADER_TEXT | HTTP_DATES,
+)
+@example(api=APIS[0], status=400, body=DEEP, content_type="application/json", retry_after=None)
+@example(api=APIS[3], status=200, body=DEEP, content_type="text/plain", retry_after="Mon")
+@settings(max_examples=25)
+def test_whatever_a_server_answers_instead_of_a_stream_is_an_error_reply(
+    api: Api, status: int, body: bytes, content_type: str, retry_after: str | None
+) -> None:
+    headers = {} if retry_after is None else {"retry-after": retry_after}
+    response = ScriptedResponse(
+        status=status, body=body, headers=headers, content_type=content_type
+    )
+
+    async def main() -> Call:
+        async with open_sse_server(response) as server:
+            return await call(api.stream, api.model(server.url), opts=options(max_retries=0))
+
+    result = trio.run(main, clock=io_clock())
+    assert result.message.stop_reason == "error"
+    assert result.message.error_message
+    assert result.types == ["error"]
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        (
+            ScriptedResponse(
+                status=500,
+                body=b'{"error": {"message": "boom"}}',
+                content_type="application/json",
+                stall_after=6,
+            ),
+            "HTTP 500 from openai: (the error body could not be read)",
+        ),
+        (
+            ScriptedResponse(body=b"<html>gateway</html>", content_type="text/html", stall_after=6),
+            "openai answered with text/html, not an event stream: (the body could not be read)",
+        ),
+    ],
+    ids=["error body", "not a stream"],
+)
+async def test_a_body_that_stalls_past_an_idle_timeout_under_10_s_is_an_error_reply(
+    clock: Any, response: ScriptedResponse, message: str
+) -> None:
+    async with open_sse_server(response) as server:
+        start = trio.current_time()
+        result = await call(
+            openai_chat.stream,
+            model(server.url),
+            opts=options(max_retries=0, timeouts=Timeouts(idle=2)),
+        )
+    assert result.message.error_message == message
+    assert trio.current_time() - start == pytest.approx(2.0, abs=0.2)
+
+
+@attrs.define
+class EndlessBody:
+    """A server whose one response has a body that goes on and on (``limit`` bytes):
+    it counts what it managed to send before the client closed the connection."""
+
+    head: bytes
+    prefix: bytes = b""
+    filler: bytes = b"x" * 65536
+    limit: int = 32 * 1024 * 1024
+    sent: int = 0
+    closed_by_client: bool = False
+
+    async def serve(self, stream: trio.SocketStream) -> None:
+        try:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += await stream.receive_some(65536)
+            await stream.send_all(self.head + b"transfer-encoding: chunked\r\n\r\n")
+            if self.prefix:
+                await stream.send_all(b"%x\r\n%s\r\n" % (len(self.prefix), self.prefix))
+            while self.sent < self.limit:
+                await stream.send_all(b"%x\r\n%s\r\n" % (len(self.filler), self.filler))
+                self.sent += len(self.filler)
+            await stream.send_all(b"0\r\n\r\n")
+            while await stream.receive_some(65536):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.closed_by_client = True
+        finally:
+            await stream.aclose()
+
+    async def call(self, api: Api = APIS[0]) -> Call:
+        async with trio.open_nursery() as nursery:
+            (listener,) = await nursery.start(
+                functools.partial(trio.serve_tcp, host="127.0.0.1"), self.serve, 0
+            )
+            port = listener.socket.getsockname()[1]
+            result = await call(
+                api.stream, api.model(f"http://127.0.0.1:{port}"), opts=options(max_retries=0)
+            )
+            nursery.cancel_scope.cancel()
+        return result
+
+
+@pytest.mark.parametrize(
+    ("head", "message"),
+    [
+        (
+            b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\n",
+            "HTTP 500 from openai: " + "x" * 500,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n",
+            "openai answered with text/html, not an event stream: " + "x" * 500,
+        ),
+    ],
+    ids=["error body", "not a stream"],
+)
+async def test_only_the_start_of_a_huge_body_is_read(clock: Any, head: bytes, message: str) -> None:
+    server = EndlessBody(head)
+    result = await server.call()
+    assert result.message.error_message == message
+    assert server.closed_by_client
+    assert server.sent < server.limit // 4
+
+
+async def test_what_follows_the_last_event_is_not_read_for_long(clock: Any) -> None:
+    """The connection is put back in the pool only if little follows the terminal
+    event: a server that goes on after it (here with comments) is hung up on."""
+    server = EndlessBody(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n",
+        prefix=TEXT,
+        filler=b": keep-alive\n\n" * 4096,
+    )
+    result = await server.call()
+    assert result.message.stop_reason == "stop"
+    assert result.message.text.startswith("Hello")
+    assert server.closed_by_client
+    assert server.sent < server.limit // 4
+
+
+async def test_a_body_held_open_after_the_last_event_is_not_waited_for(clock: Any) -> None:
+    response = ScriptedResponse(body=TEXT + b": keep-alive\n\n", stall_after=len(TEXT))
+    async with open_sse_server(response) as server:
+        start = trio.current_time()
+        result = await call(openai_chat.stream, model(server.url))
+        waited = trio.current_time() - start
+        with trio.fail_after(5):
+            await server.wait_closed_by_client()
+    assert result.message.stop_reason == "stop"
+    assert waited == pytest.approx(1.0, abs=0.2)  # not the idle timeout's 30 s
+
+
+# -- retry-after as an HTTP date ---------------------------------------------------------
+
+
+def http_date(seconds_from_now: float) -> str:
+    moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds_from_now)
+    return email.utils.format_datetime(moment, usegmt=True)
+
+
+@pytest.mark.parametrize(
+    ("headers", "delay"),
+    [
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:05 GMT"}, 5.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:05 -0000"}, 5.0),
+        ({"retry-after": "Wed, 21 Oct 2015 09:28:05 +0200"}, 5.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:27:00 GMT"}, 0.0),  # in the past
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after-ms": "1500", "retry-after": "Wed, 21 Oct 2015 07:28:05 GMT"}, 1.5),
+        ({"retry-after-ms": "later", "retry-after": "Wed, 21 Oct 2015 07:28:05 GMT"}, 5.0),
+    ],
+)
+def test_retry_after_is_read_in_seconds_and_as_an_http_date(
+    headers: dict[str, str], delay: float | None
+) -> None:
+    now = datetime.datetime(2015, 10, 21, 7, 28, 0, tzinfo=datetime.UTC).timestamp()
+    assert _retry_after(httpx.Headers(headers), now=now) == delay
+
+
+async def test_429_is_retried_at_the_http_date_the_server_asks(clock: Any) -> None:
+    """The date is wall-clock time, counted from the wall clock's now; the wait is
+    on Trio's (virtual) clock. HTTP dates have whole seconds: 10 s ahead, cut to the
+    second, is between 9 and 10 s."""
+    limited = error(429, '{"error": {"message": "Rate limit"}}', **{"retry-after": http_date(10)})
+    async with open_sse_server(limited, ScriptedResponse(body=TEXT)) as server:
+        start = trio.current_time()
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.stop_reason == "stop"
+    assert 8.5 <= trio.current_time() - start <= 10.2
+
+
+async def test_an_http_date_further_than_max_retry_delay_is_not_waited_for(clock: Any) -> None:
+    limited = error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": http_date(3600)})
+    async with open_sse_server(limited) as server:
+        start = trio.current_time()
+        result = await call(openai_chat.stream, model(server.url), opts=options(max_retry_delay=60))
+    assert trio.current_time() == start
+    assert result.message.error_message is not None
+    assert re.fullmatch(
+        r"HTTP 429 from openai: Slow down \(the server asks to retry in 3\d\d\d(\.\d+)? s, "
+        r"more than max_retry_delay=60\)",
+        result.message.error_message,
+    )

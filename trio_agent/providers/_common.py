@@ -6,8 +6,8 @@ stream (a :class:`Parser`). The driver here does the rest, the same way for
 all: resolve the key (an error reply, without a request, when there is none),
 open the stream through the transport (which retries and times out), feed the
 parser, and turn every failure of the network or the server into an error
-reply that keeps what arrived. It never raises for those; it lets
-``trio.Cancelled`` and a listener's exception through.
+reply that keeps what arrived, its message rid of the key. It never raises
+for those; it lets ``trio.Cancelled`` and a listener's exception through.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .._messages import (
 from .._model import Model
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 from ._sse import SseEvent
-from ._transport import HttpRequest, ProviderFailure, Transport
+from ._transport import HttpRequest, ProviderFailure, Transport, redact
 
 __all__ = [
     "HttpProvider",
@@ -241,6 +241,32 @@ class Parser:
         raise NotImplementedError
 
 
+def _unreadable(
+    provider: str, what: str, exc: Exception, secrets: tuple[str, ...]
+) -> ProviderFailure:
+    """The failure that a parser's unexpected exception stands for.
+
+    Parsers check what they read and raise :class:`ProviderFailure`; any other
+    exception from one is a gap in those checks, and a server must not be able
+    to make a run raise through it (invariant 9). The exception's text may
+    quote the server, so the key is removed before the text is cut.
+    """
+    text = f"could not read {what} from {provider}: {type(exc).__name__}: {exc}"
+    return ProviderFailure(redact(text, secrets)[:300])
+
+
+def _closing(
+    parser: Parser, provider: str, secrets: tuple[str, ...]
+) -> Iterable[AssistantMessageEvent]:
+    """``parser.end()``, an unexpected exception from it as a :class:`ProviderFailure`."""
+    try:
+        return parser.end()
+    except ProviderFailure:
+        raise
+    except Exception as exc:
+        raise _unreadable(provider, "the end of the stream", exc, secrets) from None
+
+
 class HttpProvider:
     """A provider over HTTP: a subclass says how to ask and how to read the answer."""
 
@@ -280,7 +306,17 @@ class HttpProvider:
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions, emit: Emit
     ) -> AssistantMessage:
-        """The stream function of this provider (loop.md §3)."""
+        """The stream function of this provider (loop.md §3).
+
+        The key never leaves in an error message. Every text that says what
+        went wrong — a failure of the transport or the parser, and the final
+        message's ``error_message``, which the parser may have made from the
+        server's stop reason — passes through :func:`redact` here, the one
+        gate between the server and the events, the transcript and the
+        caller. Server text cut short before it came here (a parser quotes
+        the first few hundred characters of an event) loses the piece of a
+        key that the cut left (4 characters or more; see :func:`redact`).
+        """
         provider = model.provider or self.label
         builder = AssistantMessageBuilder(api=model.api, provider=provider, model=model.id)
         key = self.api_key(model, options)
@@ -292,12 +328,11 @@ class HttpProvider:
                 emit,
                 f"no API key for {provider}: set {names}, or give api_key (or get_api_key)",
             )
+        secrets = (key,) if key else ()
         parser = self.parser(model, builder)
         try:
             request = self.build_request(model, context, options, key)
-            opened = await self.transport.open(
-                request, options, secrets=(key or "",), name=provider
-            )
+            opened = await self.transport.open(request, options, secrets=secrets, name=provider)
             async with opened as events:
                 await emit(builder.start())
                 feed = parser.feed
@@ -306,27 +341,45 @@ class HttpProvider:
                     if batch is None:
                         break
                     for event in batch:
-                        for stream_event in feed(event):
+                        try:
+                            stream_events = feed(event)
+                        except ProviderFailure:
+                            raise
+                        except Exception as exc:  # a parser's bug: still an error reply
+                            what = f"an event {event.event[:40]!r}"
+                            raise _unreadable(provider, what, exc, secrets) from None
+                        for stream_event in stream_events:
                             await emit(stream_event)
                         if parser.finished:
                             break
-                for stream_event in parser.end():
+                for stream_event in _closing(parser, provider, secrets):
                     await emit(stream_event)
                 if parser.finished:
                     await events.drain()  # the connection goes back to the run's pool
-            message = parser.finish()
+            try:
+                message = parser.finish()
+            except ProviderFailure:
+                raise
+            except Exception as exc:
+                raise _unreadable(provider, "the end of the stream", exc, secrets) from None
         except ProviderFailure as exc:
             failure: ProviderFailure | None = exc
         else:
             failure = None
         if failure is not None:
-            for stream_event in parser.end():  # what was open is closed before the error
+            try:  # what was open is closed before the error
+                closing = _closing(parser, provider, secrets)
+            except ProviderFailure:  # the parser's own close failed: the generic one
+                closing = Parser.end(parser)
+            for stream_event in closing:
                 await emit(stream_event)
-            text = str(failure)
-            if key:
-                text = text.replace(key, "***")
-            return await self._fail(builder, model, emit, text)
-        message = attrs.evolve(message, usage=priced(message.usage, model))
+            return await self._fail(builder, model, emit, redact(str(failure), secrets))
+        error = message.error_message
+        message = attrs.evolve(
+            message,
+            usage=priced(message.usage, model),
+            error_message=None if error is None else redact(error, secrets),
+        )
         await emit(builder.done(message))
         return message
 

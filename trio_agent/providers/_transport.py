@@ -5,16 +5,27 @@ stream of server-sent events, after it
 
 * retried what is safe to retry — connection errors and HTTP 408, 409, 429,
   5xx, 529, *before any event arrived* — with exponential backoff and jitter
-  on Trio's clock, honouring ``retry-after`` / ``retry-after-ms``, at most
-  ``max_retries`` times, never waiting longer than ``max_retry_delay``;
-* checked the status, and for a non-2xx response read the body for the
-  server's own error message;
+  on Trio's clock, honouring ``retry-after`` (seconds or an HTTP date) /
+  ``retry-after-ms``, at most ``max_retries`` times, never waiting longer
+  than ``max_retry_delay``;
+* checked the status, and for a non-2xx response read the start of the body
+  for the server's own error message;
 * checked that the body is an event stream.
 
 Every failure of the network or the server is a :class:`ProviderFailure`
 with a sentence that says what happened; the provider turns it into an error
 reply. Time limits: ``connect`` (httpx), ``first_byte`` (until the response
 head) and ``idle`` (for each read of the body).
+
+What a server sends is not trusted. A body that is not a stream is read up
+to 64 KiB (enough for any error message: a gigabyte of it costs no more
+memory) and for at most 10 s; its JSON is parsed with jiter, which refuses
+nesting deeper than 200 levels with a ``ValueError`` where ``json.loads``
+would raise ``RecursionError``; whatever the body holds, the result is a
+sentence. Server text in a message (an error body, a header, what the HTTP
+library quotes from a malformed response) is cut to a few hundred
+characters, and the API key is removed from it *before* it is cut
+(:func:`redact`), so that a cut cannot leave half a key behind.
 
 Lifetimes. A response is always closed — when the stream is done, when a
 failure ends it, and when the caller is cancelled (then in a shielded scope,
@@ -27,25 +38,49 @@ an application may give a provider its own client, whose life it owns.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import functools
-import json
 import random
 import ssl
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import attrs
 import httpx  # noqa: ASYNC127  (the design's client)
+import jiter
 import trio
 
 from .._resources import current_resources
 from .._stream import StreamOptions, Timeouts
 from ._sse import SseDecoder, SseEvent
 
-__all__ = ["HttpRequest", "ProviderFailure", "SseStream", "Transport"]
+__all__ = [
+    "SECRET_FRAGMENT",
+    "HttpRequest",
+    "ProviderFailure",
+    "SseStream",
+    "Transport",
+    "error_text",
+    "redact",
+]
 
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _CLOSE_GRACE = 2.0
+_BODY_LIMIT = 64 * 1024
+"""Characters of a body that is not a stream read for its error message."""
+_BODY_TIME = 10.0
+"""Seconds given to reading that much of it."""
+_DRAIN_LIMIT = 64 * 1024
+"""Characters read after a stream's terminal event to put its connection back in the pool."""
+_DRAIN_TIME = 1.0
+"""Seconds given to reading them."""
+_TEXT_LIMIT = 500
+"""Characters of server text (an error message, a quoted header) in a failure's message."""
+
+SECRET_FRAGMENT = 4
+"""The shortest piece of a cut secret that :func:`redact` removes (see there)."""
 
 
 class ProviderFailure(Exception):
@@ -66,24 +101,103 @@ class HttpRequest:
     body: Any
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asks us to wait: ``retry-after-ms`` or ``retry-after`` (seconds)."""
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret (API key) in it replaced by ``***``, whole or cut short.
+
+    Server text is cut — to a length, or because only part of a body was
+    read — and a key that straddles the cut leaves its beginning behind. So
+    besides every whole secret, a piece of text of at least
+    :data:`SECRET_FRAGMENT` (4) characters that begins like a secret and
+    stops where the secret could not stop — at the end of the text, or
+    before a character that is not a letter, a digit, ``-`` or ``_`` (a
+    closing quote, a space, a bracket) — is taken for a secret cut short and
+    replaced too. Shorter pieces are left: up to three characters of a key
+    are its public prefix (``sk-``), and matching them would garble plain
+    text. Text that is cut *after* it was redacted cannot split a key at
+    all; this catches the cuts made before.
+    """
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+            if len(secret) > SECRET_FRAGMENT:
+                text = _redact_cut(text, secret)
+    return text
+
+
+def _redact_cut(text: str, secret: str) -> str:
+    """``text`` with each beginning of ``secret`` that stops where a cut left it as ``***``."""
+    head = secret[:SECRET_FRAGMENT]
+    pieces: list[str] = []
+    kept = 0  # text[:kept] is decided
+    found = text.find(head)
+    while found != -1:
+        end = found + SECRET_FRAGMENT
+        while end < len(text) and end - found < len(secret) and text[end] == secret[end - found]:
+            end += 1
+        if end == len(text) or not _continues_key(text[end]):
+            pieces += (text[kept:found], "***")
+            kept = end
+            found = text.find(head, end)
+        else:
+            found = text.find(head, found + 1)
+    if not pieces:
+        return text
+    pieces.append(text[kept:])
+    return "".join(pieces)
+
+
+def _continues_key(char: str) -> bool:
+    return char.isalnum() or char in "-_"
+
+
+def _clip(text: str, secrets: Iterable[str], limit: int = _TEXT_LIMIT) -> str:
+    """Server text for a message: redacted, then cut to ``limit`` characters."""
+    return redact(text, secrets)[:limit]
+
+
+def _json(text: str) -> Any:
+    """The JSON value of ``text``, or None if it is not JSON (or is nested too deep)."""
+    try:
+        return jiter.from_json(text.encode("utf-8", errors="replace"))
+    except ValueError:  # jiter's errors, its recursion limit (200 levels) among them
+        return None
+
+
+def _retry_after(headers: httpx.Headers, now: float | None = None) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms``, or ``retry-after`` in
+    seconds or as an HTTP date.
+
+    A date is wall-clock time, so it is counted from ``now``, the wall clock's
+    time (``time.time()`` unless given), not from Trio's clock, which need not
+    be the wall clock (a ``MockClock`` in tests). A date in the past is 0 s.
+    """
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue  # an HTTP date: not worth parsing; back off instead
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            pass
+        if name == "retry-after":
+            return _until(value, time.time() if now is None else now)
     return None
 
 
-def _retry_delay(body: bytes) -> float | None:
-    """Seconds a Google error body asks us to wait (``RetryInfo``: ``"retryDelay": "34s"``)."""
+def _until(value: str, now: float) -> float | None:
+    """Seconds from ``now`` (wall-clock) to the HTTP date ``value``; None if it is not one."""
     try:
-        data = json.loads(body)
-    except ValueError:
+        date = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, OverflowError):  # not a date, or a date out of range
         return None
+    if date.tzinfo is None:  # "-0000": UTC, its zone unknown to the sender
+        date = date.replace(tzinfo=datetime.UTC)
+    return max(0.0, date.timestamp() - now)
+
+
+def _retry_delay(body: str) -> float | None:
+    """Seconds a Google error body asks us to wait (``RetryInfo``: ``"retryDelay": "34s"``)."""
+    data = _json(body)
     error = data.get("error") if isinstance(data, dict) else None
     details = error.get("details") if isinstance(error, dict) else None
     for detail in details if isinstance(details, list) else ():
@@ -96,24 +210,31 @@ def _retry_delay(body: bytes) -> float | None:
     return None
 
 
-def error_text(body: bytes) -> str:
-    """The message a server put in an error body (OpenAI, Anthropic, Google, vLLM shapes)."""
-    text = body.decode("utf-8", errors="replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:500] or "(empty body)"
+def error_text(body: bytes | str, secrets: Iterable[str] = ()) -> str:
+    """The message a server put in an error body (OpenAI, Anthropic, Google, vLLM
+    shapes), else the body's text: at most 500 characters, ``secrets`` replaced by
+    ``***`` before it is cut (so that the cut cannot leave a piece of one).
+
+    Never raises: a body that is not JSON, JSON nested too deep to parse, or
+    an error whose message is not a string gives the body's own text.
+    """
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    text = text.strip()
+    data = _json(text)
     error = data.get("error", data) if isinstance(data, dict) else data
     if isinstance(error, dict):
-        message = error.get("message") or error.get("msg") or ""
-        kind = error.get("type") or error.get("status") or ""
-        if kind and message:
-            return f"{kind}: {message}"
+        message = _string(error, "message") or _string(error, "msg")
+        kind = _string(error, "type") or _string(error, "status")
         if message:
-            return str(message)
-    if isinstance(error, str):
-        return error
-    return text[:500]
+            text = f"{kind}: {message}" if kind else message
+    elif isinstance(error, str) and error:
+        text = error
+    return _clip(text, secrets) or "(empty body)"
+
+
+def _string(error: dict[str, Any], key: str) -> str:
+    value = error.get(key)
+    return value if isinstance(value, str) else ""
 
 
 class _IdleLimited(httpx.AsyncByteStream):
@@ -165,12 +286,23 @@ class _Body(httpx.AsyncByteStream):
 
 
 class SseStream:
-    """The events of one response, the idle time limit applied to its reads."""
+    """The events of one response, the idle time limit applied to its reads.
 
-    def __init__(self, name: str, response: httpx.Response, idle: float | None) -> None:
+    ``secrets`` are removed from what the HTTP library says of a failure (it
+    may quote the server's bytes) before that is cut.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        response: httpx.Response,
+        idle: float | None,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
         self._name = name
         self._response = response
         self._idle = idle
+        self._secrets = secrets
         if idle is not None and isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _IdleLimited(response.stream, idle)
         self._texts = response.aiter_text()
@@ -183,24 +315,65 @@ class SseStream:
         decoder = self._decoder
         if decoder is None:
             return None
-        try:
-            return decoder.decode(await self._texts.__anext__())
-        except StopAsyncIteration:
+        text = await self._next_text()
+        if text is None:
             self._decoder = None
             return decoder.flush()
+        return decoder.decode(text)
+
+    async def read_text(self, limit: int) -> str:
+        """The body's text from here on, at most ``limit`` characters: to its end, or
+        cut where the limit falls (the rest is left unread, and closing the response
+        drops it with the connection). Memory stays within ``limit`` and one network
+        read, however long the body. Raises :class:`ProviderFailure` as :meth:`read`."""
+        pieces: list[str] = []
+        size = 0
+        while size < limit:
+            text = await self._next_text()
+            if text is None:
+                self._decoder = None
+                break
+            pieces.append(text)
+            size += len(text)
+        return "".join(pieces)[:limit]
+
+    async def _next_text(self) -> str | None:
+        """The text of the next read of the body, or None at its end."""
+        try:
+            return await self._texts.__anext__()
+        except StopAsyncIteration:
+            return None
         except trio.TooSlowError:
             raise ProviderFailure(
                 f"{self._name} sent nothing for {self._idle:g} s (idle timeout)"
             ) from None
         except httpx.HTTPError as exc:
-            raise ProviderFailure(f"connection to {self._name} lost: {_describe(exc)}") from None
+            raise ProviderFailure(
+                f"connection to {self._name} lost: {_describe(exc, self._secrets)}"
+            ) from None
 
     async def drain(self) -> None:
         """Read what is left of a response that is done (its last bytes), so that its
-        connection goes back to the pool instead of being closed."""
-        with contextlib.suppress(ProviderFailure):  # the reply is whole; only reuse is lost
-            while await self.read() is not None:
-                pass
+        connection goes back to the pool instead of being closed.
+
+        Not for long: a server that sends more than 64 KiB after its terminal
+        event, or keeps the body open for more than 1 s, loses the
+        connection's reuse (it is closed instead), not the caller's time or
+        memory. The reply is whole either way.
+        """
+        left = _DRAIN_LIMIT
+        # A read of the body waits for the network (a checkpoint) unless the body is
+        # already there, and then the loop ends by itself.
+        with (
+            trio.move_on_after(_DRAIN_TIME),  # noqa: ASYNC912  (as said above)
+            contextlib.suppress(ProviderFailure),
+        ):
+            while left > 0:
+                text = await self._next_text()
+                if text is None:
+                    self._decoder = None
+                    return
+                left -= len(text)
 
     async def aclose(self) -> None:
         """Close the response, and finish the generators that read it.
@@ -218,8 +391,10 @@ class SseStream:
             pass
 
 
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
+    """What the HTTP library says of a failure: it may quote the server's bytes
+    (h11 quotes a malformed status or header line, up to 16 KiB of it)."""
+    return _clip(str(exc), secrets) or type(exc).__name__
 
 
 def _backoff(attempt: int) -> float:
@@ -273,16 +448,18 @@ class Transport:
         """Send ``request`` (retrying what may be retried) and return its event stream.
 
         Use the result with ``async with``: it closes the response (and a
-        client made for this request alone). ``secrets`` are scrubbed from any
-        error text; ``name`` is the server's name in it (the model's provider
-        label; by default this transport's). Raises :class:`ProviderFailure`.
+        client made for this request alone). ``secrets`` are removed from any
+        error text (:func:`redact`), before it is cut; ``name`` is the
+        server's name in it (the model's provider label; by default this
+        transport's). Raises :class:`ProviderFailure`.
         """
+        secrets = tuple(secret for secret in secrets if secret)
         attempt = 0
         while True:
             try:
-                return await self._open_once(request, options, name or self.name)
+                return await self._open_once(request, options, name or self.name, secrets)
             except ProviderFailure as failure:
-                scrub(failure, secrets)
+                failure.args = (redact(str(failure), secrets),)
                 if not failure.retryable or attempt >= options.max_retries:
                     raise
                 delay = (
@@ -296,7 +473,9 @@ class Transport:
                 await trio.sleep(delay)
                 attempt += 1
 
-    async def _open_once(self, request: HttpRequest, options: StreamOptions, name: str) -> _Opened:
+    async def _open_once(
+        self, request: HttpRequest, options: StreamOptions, name: str, secrets: tuple[str, ...]
+    ) -> _Opened:
         timeouts = options.timeouts
         client, close_client = self._client(timeouts)
         opened: _Opened | None = None
@@ -319,14 +498,16 @@ class Transport:
                 ) from None
             except httpx.TimeoutException as exc:
                 raise ProviderFailure(
-                    f"could not connect to {name} ({_describe(exc)})", retryable=True
+                    f"could not connect to {name} ({_describe(exc, secrets)})", retryable=True
                 ) from None
             except httpx.HTTPError as exc:
                 raise ProviderFailure(
-                    f"could not reach {name}: {_describe(exc)}", retryable=True
+                    f"could not reach {name}: {_describe(exc, secrets)}", retryable=True
                 ) from None
             # From here on, closing ``opened`` closes the client too.
-            opened = _Opened(name, response, client if close_client else None, timeouts.idle)
+            opened = _Opened(
+                name, response, client if close_client else None, timeouts.idle, secrets
+            )
             accepted = False
             try:
                 failure = await opened.check()
@@ -344,15 +525,6 @@ class Transport:
                     await client.aclose()
 
 
-def scrub(failure: ProviderFailure, secrets: tuple[str, ...]) -> None:
-    """Remove secrets (API keys) from a failure's message."""
-    text = str(failure)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    failure.args = (text,)
-
-
 class _Opened:
     """An accepted response: its events, and what closing it takes."""
 
@@ -362,19 +534,24 @@ class _Opened:
         response: httpx.Response,
         client: httpx.AsyncClient | None,
         idle: float | None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.response = response
         self._client = client
-        self.events = SseStream(name, response, idle)
+        self._secrets = secrets
+        self.events = SseStream(name, response, idle, secrets)
 
     async def check(self) -> ProviderFailure | None:
         """What is wrong with the response (a non-2xx status, not an event stream), if anything."""
         response = self.response
-        if not 200 <= response.status_code < 300:
+        status = response.status_code
+        if not 200 <= status < 300:
             body = await self._error_body()
-            message = "(the error body could not be read)" if body is None else error_text(body)
-            status = response.status_code
+            if body is None:
+                message = "(the error body could not be read)"
+            else:
+                message = error_text(body, self._secrets)
             retry_after = _retry_after(response.headers)
             if retry_after is None and body is not None:
                 retry_after = _retry_delay(body)
@@ -385,20 +562,25 @@ class _Opened:
             )
         kind = response.headers.get("content-type", "").partition(";")[0].strip()
         if kind != "text/event-stream":
-            body = await self._error_body() or b""
+            body = await self._error_body()
+            text = "(the body could not be read)"
+            if body is not None:
+                text = error_text(body, self._secrets)
+            shown = _clip(kind, self._secrets, 100) or "no content type"
             return ProviderFailure(
-                f"{self.name} answered with {kind or 'no content type'}, not an event stream: "
-                f"{error_text(body)}"
+                f"{self.name} answered with {shown}, not an event stream: {text}"
             )
         return None
 
-    async def _error_body(self) -> bytes | None:
-        """The body of a response that is not a stream, or None if it cannot be read in 10 s."""
-        try:
-            with trio.move_on_after(10):
-                return await self.response.aread()
-        except httpx.HTTPError:
-            return None
+    async def _error_body(self) -> str | None:
+        """The start of the body of a response that is not a stream (64 KiB of it, which
+        holds any error message), or None if that cannot be read: the connection
+        failed, a read waited longer than the idle limit, or it all took 10 s."""
+        with trio.move_on_after(_BODY_TIME):  # noqa: ASYNC912  (reads wait for the network)
+            try:
+                return await self.events.read_text(_BODY_LIMIT)
+            except ProviderFailure:
+                return None
         return None
 
     async def __aenter__(self) -> SseStream:
