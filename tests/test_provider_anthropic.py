@@ -37,7 +37,13 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import anthropic
-from trio_agent.testing import EventRecorder, ScriptedResponse, check_event_grammar, open_sse_server
+from trio_agent.testing import (
+    EventRecorder,
+    ScriptedResponse,
+    check_event_grammar,
+    open_sse_server,
+    sse_body,
+)
 
 MODEL_ID = "claude-sonnet-4-5"
 IMAGE = ImageContent("aGk=", "image/png")
@@ -776,3 +782,119 @@ async def test_the_whole_loop_runs_a_tool_and_sends_its_result(clock: Any) -> No
             ],
         },
     ]
+
+
+# --- what the server sends that is not what the API says --------------------------------------
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_sse_blocks_without_data_are_no_events(clock: Any, pieces: Any) -> None:
+    # Legal SSE that dispatches nothing (WHATWG HTML, "dispatch the event"): a retry,
+    # an id, a name alone; and an empty "data:" line, which carries nothing.
+    text = fixture("anthropic", "text.sse")
+    second = text.index(b"event: ", 1)
+    body = (
+        b"retry: 3000\n\nid: 1\n\nevent: ping\n\n"
+        + text[:second]
+        + b"event: ping\n\ndata:\n\nevent: content_block_delta\n\n"
+        + text[second:]
+    )
+    async with open_sse_server(ScriptedResponse(body=body, pieces=pieces)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    assert (result.message.stop_reason, result.message.error_message) == ("stop", None)
+    assert result.message.text == "Hello, wörld \u2028 ✓"
+
+
+def _text_then(*events: dict[str, Any]) -> ScriptedResponse:
+    """A message that says "Hi" in block 0, then ``events``."""
+    return ScriptedResponse(
+        body=sse_body(
+            [
+                ("message_start", {"type": "message_start", "message": {"id": "msg_1"}}),
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+                ),
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": "Hi"},
+                    },
+                ),
+                *((str(event["type"]), event) for event in events),
+            ]
+        )
+    )
+
+
+def _delta(delta: dict[str, Any], index: Any = 0) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        (
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn"},
+                "usage": {"output_tokens": True},
+            },
+            "usage.output_tokens is true, not a token count",
+        ),
+        (
+            {"type": "message_delta", "usage": {"input_tokens": "12 tokens"}},
+            'usage.input_tokens is "12 tokens", not a token count',
+        ),
+        (
+            {"type": "message_delta", "delta": {"stop_reason": ["end_turn"]}},
+            'delta.stop_reason is ["end_turn"], not a string',
+        ),
+        (_delta({"type": "text_delta", "text": 5}), "delta.text is 5, not a string"),
+        (
+            _delta({"type": ["text_delta"], "text": "lost"}),
+            'delta.type is ["text_delta"], not a string',
+        ),
+        (
+            _delta({"type": "text_delta", "text": "lost"}, index="0"),
+            'index is "0", not an integer',
+        ),
+        (
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "input": "{}"},
+            },
+            'content_block.input is "{}", not an object',
+        ),
+        (
+            {"type": "content_block_start", "index": 1, "content_block": "text"},
+            'content_block is "text", not an object',
+        ),
+    ],
+)
+async def test_a_field_of_another_type_is_an_error_naming_it_and_its_event_is_not_taken(
+    clock: Any, event: dict[str, Any], error: str
+) -> None:
+    async with open_sse_server(_text_then(event)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert (message.stop_reason, message.content) == ("error", (TextContent("Hi"),))
+    assert message.error_message == f"malformed {event['type']} event from anthropic: {error}"
+
+
+async def test_an_event_type_that_is_not_a_string_is_an_error_naming_the_sse_event(
+    clock: Any,
+) -> None:
+    response = _text_then()
+    response.body += b'event: content_block_delta\ndata: {"type": 7}\n\n'
+    async with open_sse_server(response) as server:
+        result = await call(anthropic.stream, model(server.url))
+    assert (result.message.stop_reason, result.message.error_message) == (
+        "error",
+        "malformed content_block_delta event from anthropic: type is 7, not a string",
+    )

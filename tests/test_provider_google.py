@@ -651,3 +651,69 @@ async def test_a_tool_loop_replays_the_call_with_its_signature(clock: Any) -> No
             ],
         },
     ]
+
+
+# --- what the server sends that is not what the API says --------------------------------------
+
+
+def _hi_then(last: dict[str, Any]) -> ScriptedResponse:
+    """A reply that says "Hi", then ``last``."""
+    hi = {"candidates": [{"content": {"parts": [{"text": "Hi"}], "role": "model"}, "index": 0}]}
+    return ScriptedResponse(body=sse_body([(None, hi), (None, last)], crlf=True))
+
+
+STOP = {"content": {"parts": [{"text": "!"}], "role": "model"}, "finishReason": "STOP"}
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [([1], "[1]"), ({"n": 1}, '{"n": 1}'), ("HIGH", '"HIGH"'), (float("inf"), "Infinity")],
+)
+async def test_a_usage_count_that_is_not_a_count_is_an_error_naming_it(
+    clock: Any, count: Any, shown: str
+) -> None:
+    last = {"candidates": [STOP], "usageMetadata": {"promptTokenCount": count}}
+    async with open_sse_server(_hi_then(last)) as server:
+        result = await call(google.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert (message.stop_reason, message.text) == ("error", "Hi")
+    assert message.error_message == (
+        "malformed response from google: "
+        f"usageMetadata.promptTokenCount is {shown}, not a token count"
+    )
+
+
+@pytest.mark.parametrize(
+    ("candidate", "error"),
+    [
+        ({"content": {"parts": 5}}, "candidates[0].content.parts is 5, not an array"),
+        ({"content": {"parts": ["x"]}}, 'candidates[0].content.parts[0] is "x", not an object'),
+        (
+            {"content": {"parts": [{"text": 5}]}},
+            "candidates[0].content.parts[0].text is 5, not a string",
+        ),
+        (
+            {"content": {"parts": [{"text": "lost", "thought": "yes"}]}},
+            'candidates[0].content.parts[0].thought is "yes", not true or false',
+        ),
+        (
+            {"content": {"parts": [{"functionCall": {"name": "f", "args": [1]}}]}},
+            "candidates[0].content.parts[0].functionCall.args is [1], not an object",
+        ),
+        (
+            {"content": {"parts": [{"text": "lost"}]}, "finishReason": 5},
+            "candidates[0].finishReason is 5, not a string",
+        ),
+        ({"index": "0", **STOP}, 'candidates[0].index is "0", not an integer'),
+    ],
+)
+async def test_a_field_of_another_type_is_an_error_naming_it_and_its_response_is_not_taken(
+    clock: Any, candidate: dict[str, Any], error: str
+) -> None:
+    async with open_sse_server(_hi_then({"candidates": [candidate]})) as server:
+        result = await call(google.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert (message.stop_reason, message.content) == ("error", (TextContent("Hi"),))
+    assert message.error_message == f"malformed response from google: {error}"

@@ -417,3 +417,144 @@ async def test_the_key_comes_from_the_environment(
     async with open_sse_server(sse("text.sse")) as server:
         await call(openai_chat.stream, model(server.url), opts=options(api_key=None))
     assert server.requests[0].headers["authorization"] == "Bearer env-key"
+
+
+# --- what the server sends that is not what the API says --------------------------------------
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+async def test_sse_blocks_without_data_are_no_events(clock: Any, pieces: Any) -> None:
+    # Legal SSE that dispatches nothing (WHATWG HTML, "dispatch the event"): a retry,
+    # an id, a name alone; and an empty "data:" line, which carries nothing.
+    text = fixture("openai_chat", "text.sse")
+    second = text.index(b"data: ", 1)
+    body = (
+        b"retry: 3000\n\nid: 1\n\nevent: ping\n\n"
+        + text[:second]
+        + b"event: ping\n\ndata:\n\n"
+        + text[second:]
+    )
+    async with open_sse_server(ScriptedResponse(body=body, pieces=pieces)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert (message.stop_reason, message.error_message) == ("stop", None)
+    assert message.content == (TextContent("Hello, wörld \u2028 ✓"),)
+
+
+def _chunks_then(last: dict[str, Any]) -> bytes:
+    """A reply that says "Hi", then ``last``."""
+    hi = {"id": "c-1", "choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+    return sse_body([(None, hi), (None, last)], done=True)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+STOP = {"index": 0, "delta": {}, "finish_reason": "stop"}
+
+
+@pytest.mark.parametrize(
+    ("usage", "shown"),
+    [
+        ([1], "[1]"),
+        ("many", '"many"'),
+        (float("nan"), "NaN"),
+        (-3, "-3"),
+        (1.5, "1.5"),
+        (True, "true"),
+    ],
+)
+async def test_a_usage_count_that_is_not_a_count_is_an_error_naming_it(
+    clock: Any, usage: Any, shown: str
+) -> None:
+    body = _chunks_then({"choices": [STOP], "usage": {"prompt_tokens": usage}})
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert (message.stop_reason, message.text) == ("error", "Hi")
+    assert message.error_message == (
+        f"malformed chunk from openai: usage.prompt_tokens is {shown}, not a token count"
+    )
+
+
+async def test_usage_counts_as_whole_floats_and_digit_strings_are_read(clock: Any) -> None:
+    usage = {"prompt_tokens": "12", "completion_tokens": 3.0}
+    body = _chunks_then({"choices": [STOP], "usage": usage})
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.stop_reason == "stop"
+    assert result.message.usage == Usage(input=12, output=3, total_tokens=15)
+
+
+@pytest.mark.parametrize(
+    ("chunk", "error"),
+    [
+        ({"choices": "x"}, 'choices is "x", not an array'),
+        ({"choices": [5]}, "choices[0] is 5, not an object"),
+        ({"choices": [{"delta": []}]}, "choices[0].delta is [], not an object"),
+        ({"choices": [{"delta": {"content": 5}}]}, "choices[0].delta.content is 5, not a string"),
+        (
+            {"choices": [{"delta": {"content": "lost"}, "finish_reason": 5}]},
+            "choices[0].finish_reason is 5, not a string",
+        ),
+        (
+            {"choices": [{"delta": {"reasoning": {}}}]},
+            "choices[0].delta.reasoning is {}, not a string",
+        ),
+        (
+            {"choices": [{"delta": {"tool_calls": {}}}]},
+            "choices[0].delta.tool_calls is {}, not an array",
+        ),
+        (
+            {"choices": [{"delta": {"tool_calls": [None]}}]},
+            "choices[0].delta.tool_calls[0] is null, not an object",
+        ),
+        (
+            {"choices": [{"delta": {"tool_calls": [{"index": "0"}]}}]},
+            'choices[0].delta.tool_calls[0].index is "0", not an integer',
+        ),
+        (
+            {"choices": [{"delta": {"tool_calls": [{"function": {"arguments": 5}}]}}]},
+            "choices[0].delta.tool_calls[0].function.arguments is 5, not a string",
+        ),
+        ({"choices": [{"usage": [1]}]}, "choices[0].usage is [1], not an object"),
+        (
+            {"choices": [STOP], "usage": {"prompt_tokens_details": 7}},
+            "usage.prompt_tokens_details is 7, not an object",
+        ),
+        # Deep, yet within what the JSON parser takes (201 levels): the field is named.
+        (
+            {"choices": [{"delta": {"content": _nested(150)}}]},
+            "choices[0].delta.content is [[[[…]]]], not a string",
+        ),
+    ],
+)
+async def test_a_field_of_another_type_is_an_error_naming_it_and_its_chunk_is_not_taken(
+    clock: Any, chunk: dict[str, Any], error: str
+) -> None:
+    async with open_sse_server(ScriptedResponse(body=_chunks_then(chunk))) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert (message.stop_reason, message.content) == ("error", (TextContent("Hi"),))
+    assert message.error_message == f"malformed chunk from openai: {error}"
+
+
+async def test_a_chunk_nested_deeper_than_the_json_parser_takes_is_malformed_json(
+    clock: Any,
+) -> None:
+    body = _chunks_then({"choices": [{"delta": {"content": _nested(300)}}]})
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    message = result.message
+    assert (message.stop_reason, message.text) == ("error", "Hi")
+    assert message.error_message is not None
+    assert message.error_message.startswith(
+        "malformed JSON in a chunk from openai: recursion limit exceeded"
+    )

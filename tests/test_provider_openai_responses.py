@@ -766,3 +766,76 @@ async def test_a_tool_loop_sends_the_calls_and_their_outputs_back(clock: Any) ->
         },
         {"type": "function_call_output", "call_id": "call_B2", "output": "call_B2|fc_b2: ['tz']"},
     ]
+
+
+# --- what the server sends that is not what the API says --------------------------------------
+
+
+def _hi_then(*events: dict[str, Any]) -> ScriptedResponse:
+    """A response whose message item 0 says "Hi", then ``events``."""
+    item = {"type": "message", "id": "msg_1", "role": "assistant", "content": []}
+    opening = [
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.output_text.delta", "output_index": 0, "delta": "Hi"},
+        *events,
+    ]
+    return ScriptedResponse(body=sse_body([(str(e["type"]), e) for e in opening]))
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        (
+            {
+                "type": "response.output_item.added",
+                "output_index": 1,
+                "item": {"type": ["message"]},
+            },
+            'item.type is ["message"], not a string',
+        ),
+        (
+            {"type": "response.output_item.done", "item": {"type": "reasoning", "summary": 5}},
+            "item.summary is 5, not an array",
+        ),
+        (
+            {"type": "response.output_item.done", "item": {"type": "message", "content": [3]}},
+            "item.content[0] is 3, not an object",
+        ),
+        (
+            {"type": "response.output_item.added", "item": {"type": "function_call", "name": 1}},
+            "item.name is 1, not a string",
+        ),
+        (
+            {"type": "response.output_text.delta", "output_index": "0", "delta": "lost"},
+            'output_index is "0", not an integer',
+        ),
+        ({"type": "response.output_text.delta", "delta": 5}, "delta is 5, not a string"),
+        (
+            {"type": "response.completed", "response": {"usage": {"input_tokens": [1]}}},
+            "response.usage.input_tokens is [1], not a token count",
+        ),
+        (
+            {"type": "response.incomplete", "response": {"incomplete_details": {"reason": 5}}},
+            "response.incomplete_details.reason is 5, not a string",
+        ),
+    ],
+)
+async def test_a_field_of_another_type_is_an_error_naming_it_and_its_event_is_not_taken(
+    clock: Any, event: dict[str, Any], error: str
+) -> None:
+    async with open_sse_server(_hi_then(event)) as server:
+        result = await call(openai_responses.stream, model(server.url))
+    check_stream(result.events)
+    message = result.message
+    assert message.stop_reason == "error"
+    assert message.content == (TextContent("Hi", text_signature="msg_1"),)
+    assert message.error_message == f"malformed {event['type']} event from openai: {error}"
+
+
+async def test_a_whole_count_as_a_float_or_digit_string_is_read(clock: Any) -> None:
+    usage = {"input_tokens": 12.0, "output_tokens": "3"}
+    response = _hi_then({"type": "response.completed", "response": {"usage": usage}})
+    async with open_sse_server(response) as server:
+        result = await call(openai_responses.stream, model(server.url))
+    assert result.message.stop_reason == "stop"
+    assert result.message.usage == Usage(input=12, output=3, total_tokens=15)

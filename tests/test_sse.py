@@ -1,4 +1,5 @@
-"""The SSE decoder reads every stream, cut anywhere, exactly as httpx-sse does."""
+"""The SSE decoder reads every stream, cut anywhere, exactly as httpx-sse does, but for
+the one rule of the standard httpx-sse leaves out: a block without data dispatches nothing."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import AsyncIterator
 
 import httpx  # noqa: ASYNC127  (what the providers use)
 import httpx_sse
+import httpx_sse._api
+import httpx_sse._decoders
 import trio
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -55,10 +58,37 @@ def ours(pieces: list[bytes]) -> Decoded:
     return [(e.event, e.data, e.id, e.retry) for e in trio.run(read)]
 
 
+class StandardDecoder(httpx_sse._decoders.SSEDecoder):
+    """httpx-sse's decoder, with the rule of the standard it leaves out (WHATWG HTML,
+    "dispatch the event": if the data buffer is the empty string, set the buffers to
+    the empty string and return): a block without a ``data`` line dispatches nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.has_data = False
+
+    def decode(self, line: str) -> httpx_sse.ServerSentEvent | None:
+        if line.partition(":")[0] == "data":
+            self.has_data = True
+        event = super().decode(line)
+        if line:
+            return event
+        has_data, self.has_data = self.has_data, False
+        return event if has_data else None
+
+
 def reference(pieces: list[bytes]) -> Decoded:
+    """What httpx-sse's ``EventSource.aiter_sse()`` gives (its own line splitting, and its
+    decoder, line by line), with the standard's rule for a block without data."""
+
     async def read() -> Decoded:
-        source = httpx_sse.EventSource(response(pieces))
-        return [(e.event, e.data, e.id, e.retry) async for e in source.aiter_sse()]
+        decoder = StandardDecoder()
+        events: Decoded = []
+        async for line in httpx_sse._api._aiter_sse_lines(response(pieces)):
+            event = decoder.decode(line.rstrip("\n"))
+            if event is not None:
+                events.append((event.event, event.data, event.id, event.retry))
+        return events
 
     return trio.run(read)
 
@@ -90,10 +120,13 @@ BODY = st.lists(st.tuples(LINE, NEWLINE), max_size=14).map(
 @example(body=b"data: a\n\r", tail="", cuts=[])
 @example(body=b"data: a\r\n\r\n", tail="", cuts=[8, 9])
 @example(body=b"id: 7\n\ndata: x\n\n\n\n", tail="", cuts=[3])
-@example(body=b"id: 1\n\n\n", tail="", cuts=[])  # the last empty line dispatches again
+@example(body=b"id: 1\n\n\n", tail="", cuts=[])  # an id alone is no event
+@example(body=b"retry: 3000\n\ndata: a\n\n", tail="", cuts=[])  # nor a retry alone
+@example(body=b"event: ping\n\ndata: a\n\n", tail="", cuts=[4])  # nor a name alone
+@example(body=b"event: ping\ndata:\n\n", tail="", cuts=[])  # an empty data line is data
 @example(body="data: \u2028é\n\n".encode(), tail="", cuts=[8])
 @example(body=b"data: a\ndata: b\n\n", tail="", cuts=[])  # not the one-line fast path
-def test_every_stream_cut_anywhere_decodes_as_httpx_sse_decodes_it(
+def test_every_stream_cut_anywhere_decodes_as_httpx_sse_and_the_standard_decode_it(
     body: bytes, tail: str, cuts: list[int]
 ) -> None:
     whole = body + tail.encode()  # what follows the last line end is never an event
@@ -149,3 +182,17 @@ def test_an_id_is_kept_for_the_events_after_it() -> None:
         SseEvent("message", "b", "7"),
         SseEvent("message", "c", "7"),
     ]
+
+
+def test_a_block_without_data_is_no_event() -> None:
+    # WHATWG HTML, "dispatch the event": an empty data buffer dispatches nothing,
+    # and the event name and retry of the block go with it; its id stays.
+    decoder = SseDecoder()
+    events = decoder.decode("retry: 3000\n\nid: 1\n\nevent: ping\n\ndata: x\n\n: keep-alive\n\n")
+    assert events == [SseEvent("message", "x", "1")]
+    assert decoder.flush() == []
+
+
+def test_an_empty_data_line_is_an_event_with_empty_data() -> None:
+    decoder = SseDecoder()
+    assert decoder.decode("event: ping\ndata:\n\n") == [SseEvent("ping", "")]

@@ -3,8 +3,9 @@
 :class:`SseDecoder` takes each piece of text as it arrives and returns the
 events it completes. It follows the event-stream interpretation of the HTML
 standard with httpx-sse's conventions (wire-formats.md §0), and a property
-test holds it to httpx-sse's own ``EventSource`` on every stream and every way
-of cutting it:
+test holds it to httpx-sse's own decoder on every stream and every way of
+cutting it, but for the one rule of the standard httpx-sse leaves out (the
+last point below):
 
 * lines end in ``\\n``, ``\\r\\n`` or ``\\r``, and in nothing else (a raw
   U+2028 inside a JSON string does not end a line); an empty line dispatches;
@@ -12,8 +13,14 @@ of cutting it:
   holds a NUL; it is kept for later events) and ``retry`` (an integer); one
   space after the colon is dropped; a line starting with ``:`` is a comment;
   other fields are ignored;
-* an event is dispatched when it has a name, data, an id (now or earlier) or
-  a retry, and is named ``message`` when it has no ``event`` line;
+* an event is named ``message`` when it has no ``event`` line;
+* a block without a ``data`` line dispatches nothing (the standard's
+  "dispatch the event": if the data buffer is empty, reset the buffers and
+  return). httpx-sse dispatches it, with empty data, when it has a name, an
+  id or a retry; but ``retry: 3000``, ``id: 1`` or ``event: ping`` alone are
+  legal blocks that carry no event, and the providers, whose events are all
+  JSON, would take the empty data for a malformed event. Its ``id`` is still
+  kept for the events after it;
 * what follows the last empty line is dropped at the end of the stream;
 * a byte-order mark at the start is not dropped (as httpx-sse has it): it
   makes the first line's field name unknown, so that line is ignored.
@@ -105,29 +112,25 @@ class SseDecoder:
         return events
 
     def flush(self) -> list[SseEvent]:
-        """The events completed by the end of the stream: a last ``\\r`` ends a line, and
-        the lines after the last event are read (an empty one may dispatch an event
-        that has only the stream's last id)."""
+        """The events completed by the end of the stream: a last ``\\r`` ends a line (and
+        may end an event). What follows the last empty line is dropped: it can hold no
+        event, as a block without its empty line never dispatches."""
         events: list[SseEvent] = []
         if self._cr:
             self._cr = False
             events = self.decode("\n")
-        lines, newline, _ = "".join(self._pending).rpartition("\n")
         self._pending.clear()
-        if newline:
-            for line in lines.split("\n"):
-                self._line(line, events)
         return events
 
     def _line(self, line: str, events: list[SseEvent]) -> None:
         if not line:
-            if self._event or self._data or self._id or self._retry is not None:
+            if self._data:
                 events.append(
                     SseEvent(self._event or "message", "\n".join(self._data), self._id, self._retry)
                 )
-                self._event = ""
                 self._data = []
-                self._retry = None
+            self._event = ""
+            self._retry = None
             return
         if line[0] == ":":
             return

@@ -19,14 +19,15 @@ content blocks by index (text, thinking with its ``signature_delta``,
 other block types, such as server tools, and other delta types, such as
 citations, are skipped), ``message_delta`` (the stop reason, and usage
 updated field by field), ``message_stop`` (the end). ``ping`` and unknown
-events are ignored wherever they come; an ``error`` event ends the reply as an
-error that keeps what arrived.
+events are ignored wherever they come, as are events with empty data; an
+``error`` event ends the reply as an error that keeps what arrived, and so
+does an event with a field of a type the API does not give it (named, with
+its value: see ``_fields``), of which nothing is taken.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
@@ -46,6 +47,7 @@ from .._messages import (
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
 from ._common import HttpProvider, Parser, PartialJson, parse_json, prepare_messages
+from ._fields import Malformed, count, dumps, integer, obj, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure
 
@@ -313,107 +315,128 @@ class _MessagesParser(Parser):
         if event.event == "ping":
             return ()
         if event.event == "error" and not event.data.lstrip().startswith("{"):
-            raise ProviderFailure(f"{self.name} reported an error: {event.data[:500]}")
+            detail = f": {event.data[:500]}" if event.data.strip() else ""
+            raise ProviderFailure(f"{self.name} reported an error{detail}")
+        if not event.data.strip():
+            return ()  # an event with empty data ("data:" alone) carries nothing
         data = parse_json(event.data, "an event", self.name)
         if not isinstance(data, dict):
             raise ProviderFailure(f"unexpected event from {self.name}: {event.data[:200]!r}")
-        kind = data.get("type") if isinstance(data.get("type"), str) else event.event
-        if kind == "error" or event.event == "error":
-            raise ProviderFailure(f"{self.name} reported an error: {_error_text(data)}")
-        out: list[AssistantMessageEvent] = []
-        if kind == "content_block_delta":
-            self._delta(data, out)
-        elif kind == "content_block_start":
-            self._start(data, out)
-        elif kind == "content_block_stop":
-            block = self.blocks.get(_index(data))
-            if block is not None and block is self.open:
-                out.extend(self.end())
-        elif kind == "message_start":
-            message = data.get("message")
-            if isinstance(message, dict):
-                if isinstance(message.get("id"), str):
-                    self.builder.response_id = message["id"]
-                self._usage(message.get("usage"))
-        elif kind == "message_delta":
-            delta = data.get("delta")
-            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-                self.stop_reason = delta["stop_reason"]
-            self._usage(data.get("usage"))
-        elif kind == "message_stop":
-            self.finished = True
-        return out  # ping, and event types this parser does not know
+        kind = event.event
+        try:
+            if kind != "error":
+                kind = string(data, "type", "") or kind
+            if kind == "error":
+                raise ProviderFailure(f"{self.name} reported an error: {_error_text(data)}")
+            out: list[AssistantMessageEvent] = []
+            if kind == "content_block_delta":
+                self._delta(data, out)
+            elif kind == "content_block_start":
+                self._start(data, out)
+            elif kind == "content_block_stop":
+                block = self.blocks.get(_index(data))
+                if block is not None and block is self.open:
+                    out.extend(self.end())
+            elif kind == "message_start":
+                message = obj(data, "message", "")
+                if message is not None:
+                    response_id = string(message, "id", "message")
+                    counts = _counts(message, "message")
+                    if response_id is not None:
+                        self.builder.response_id = response_id
+                    self._usage(counts)
+            elif kind == "message_delta":
+                delta = obj(data, "delta", "")
+                reason = None if delta is None else string(delta, "stop_reason", "delta")
+                counts = _counts(data, "")
+                if reason is not None:
+                    self.stop_reason = reason
+                self._usage(counts)
+            elif kind == "message_stop":
+                self.finished = True
+            return out  # ping, and event types this parser does not know
+        except Malformed as exc:
+            raise ProviderFailure(f"malformed {kind} event from {self.name}: {exc}") from None
 
     def _start(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        raw = data.get("content_block")
-        content: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        kind = content.get("type")
-        builder = self.builder
+        content = obj(data, "content_block", "") or {}
+        where = "content_block"
+        kind = string(content, "type", where)
         if kind not in ("text", "thinking", "redacted_thinking", "tool_use"):
             return  # server tools, their results, and what comes next: not ours
-        out.extend(self.end())
-        if kind == "text":
-            block = _Block("text")
-            out.append(builder.text_start())
-            if isinstance(content.get("text"), str) and content["text"]:
-                out.append(builder.text_delta(content["text"]))
-        elif kind == "thinking":
-            block = _Block("thinking")
-            out.append(builder.thinking_start())
-            if isinstance(content.get("thinking"), str) and content["thinking"]:
-                out.append(builder.thinking_delta(content["thinking"]))
-            if isinstance(content.get("signature"), str) and content["signature"]:
-                block.signature = content["signature"]
-                builder.set_signature(block.signature)
+        index = _index(data)
+        # Every field is read before the block opens: a malformed one changes nothing.
+        text = redacted = None
+        call_id = name = initial = ""
+        if kind == "tool_use":
+            block = _Block("tool_use", obj(content, "input", where))
+            call_id = string(content, "id", where) or ""
+            name = string(content, "name", where) or ""
+            initial = dumps(block.initial, "content_block.input") if block.initial else ""
         elif kind == "redacted_thinking":
             block = _Block("redacted")
-            out.append(builder.thinking_start(redacted=True))
-            if isinstance(content.get("data"), str):
-                builder.set_signature(content["data"])
+            redacted = string(content, "data", where)
         else:
-            raw_input = content.get("input")
-            block = _Block("tool_use", raw_input if isinstance(raw_input, dict) else None)
-            call_id, name = content.get("id"), content.get("name")
-            out.append(builder.toolcall_start(str(call_id or ""), str(name or "")))
-            if block.initial:  # a proxy that sends the whole input at the start
-                out.append(builder.toolcall_delta(json.dumps(block.initial), block.initial))
-        self.blocks[_index(data)] = block
+            block = _Block(kind)
+            text = string(content, kind, where)  # "text" or "thinking"
+            if kind == "thinking":
+                block.signature = string(content, "signature", where) or ""
+        out.extend(self.end())
+        builder = self.builder
+        if block.kind == "text":
+            out.append(builder.text_start())
+            if text:
+                out.append(builder.text_delta(text))
+        elif block.kind == "thinking":
+            out.append(builder.thinking_start())
+            if text:
+                out.append(builder.thinking_delta(text))
+            if block.signature:
+                builder.set_signature(block.signature)
+        elif block.kind == "redacted":
+            out.append(builder.thinking_start(redacted=True))
+            if redacted is not None:
+                builder.set_signature(redacted)
+        else:
+            out.append(builder.toolcall_start(call_id, name))
+            if initial:  # a proxy that sends the whole input at the start
+                out.append(builder.toolcall_delta(initial, block.initial))
+        self.blocks[index] = block
         self.open = block
 
     def _delta(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
         block = self.blocks.get(_index(data))
-        raw = data.get("delta")
-        if block is None or block is not self.open or not isinstance(raw, dict):
+        if block is None or block is not self.open:
             return  # a block that is not ours (a server tool's), or no longer open
-        kind = raw.get("type")
+        raw = obj(data, "delta", "")
+        if raw is None:
+            return
+        kind = string(raw, "type", "delta")
         builder = self.builder
         if kind == "text_delta" and block.kind == "text":
-            text = raw.get("text")
-            if isinstance(text, str) and text:
+            text = string(raw, "text", "delta")
+            if text:
                 out.append(builder.text_delta(text))
         elif kind == "thinking_delta" and block.kind == "thinking":
-            thinking = raw.get("thinking")
-            if isinstance(thinking, str) and thinking:
+            thinking = string(raw, "thinking", "delta")
+            if thinking:
                 out.append(builder.thinking_delta(thinking))
         elif kind == "signature_delta" and block.kind == "thinking":
-            signature = raw.get("signature")
-            if isinstance(signature, str):
+            signature = string(raw, "signature", "delta")
+            if signature is not None:
                 block.signature += signature
                 builder.set_signature(block.signature)
         elif kind == "input_json_delta" and block.kind == "tool_use":
-            piece = raw.get("partial_json")
-            if isinstance(piece, str) and piece:  # the first piece is often ""
+            piece = string(raw, "partial_json", "delta")
+            if piece:  # the first piece is often ""
                 out.append(builder.toolcall_delta(piece, block.args.add(piece)))
         # citations_delta, and delta types to come: nothing to show
 
-    def _usage(self, raw: Any) -> None:
-        if not isinstance(raw, dict):
+    def _usage(self, counts: dict[str, int] | None) -> None:
+        """Usage updated with ``counts``: each count there replaces the one before."""
+        if counts is None:
             return
-        for field in _USAGE_FIELDS:
-            value = raw.get(field)
-            if isinstance(value, int):  # a field that is absent or null keeps its value
-                self.counts[field] = value
-        counts = self.counts
+        counts = self.counts = {**self.counts, **counts}
         input_tokens = counts.get("input_tokens", 0)  # without cache reads and writes
         output = counts.get("output_tokens", 0)
         cache_read = counts.get("cache_read_input_tokens", 0)
@@ -443,21 +466,37 @@ class _MessagesParser(Parser):
         return self.builder.finish(stop, error)
 
 
+def _counts(parent: dict[str, Any], where: str) -> dict[str, int] | None:
+    """The token counts in ``parent["usage"]``, if there (a field absent or null is left
+    out: it keeps its value)."""
+    raw = obj(parent, "usage", where)
+    if raw is None:
+        return None
+    where = path(where, "usage")
+    counts = {}
+    for field in _USAGE_FIELDS:
+        value = count(raw, field, where)
+        if value is not None:
+            counts[field] = value
+    return counts
+
+
 def _index(data: dict[str, Any]) -> int:
-    index = data.get("index")
-    return index if isinstance(index, int) else -1
+    """The event's block index (-1, a block that is never ours, when there is none)."""
+    index = integer(data, "index", "")
+    return -1 if index is None else index
 
 
 def _error_text(data: dict[str, Any]) -> str:
+    """What an ``error`` event says: ``type: message``, else the event itself."""
     error = data.get("error")
-    if isinstance(error, dict):
+    if type(error) is dict:
         kind = error.get("type")
         message = error.get("message")
-        if kind and message:
-            return f"{kind}: {message}"
-        if message or kind:
-            return str(message or kind)
-    return str(data)[:500]
+        parts = [part if type(part) is str else show(part) for part in (kind, message) if part]
+        if parts:
+            return ": ".join(parts)
+    return show(data, 500)
 
 
 _default = Anthropic()

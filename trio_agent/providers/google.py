@@ -36,14 +36,15 @@ is ``length``; any other (``SAFETY``, ``RECITATION``,
 as does a prompt blocked by ``promptFeedback.blockReason``. ``usageMetadata``
 is cumulative: each one replaces the usage. There is no terminal event: the
 stream ends at EOF, and one that ended without a ``finishReason`` is an error
-that keeps what arrived.
+that keeps what arrived. A response with a field of a type the API does not
+give it is an error too, naming the field and its value (see ``_fields``),
+and nothing of that response is taken.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from .._events import AssistantMessageEvent
 from .._messages import (
@@ -60,6 +61,7 @@ from .._messages import (
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
 from ._common import HttpProvider, Parser, parse_json, prepare_messages
+from ._fields import Malformed, count, dumps, flag, integer, obj, objects, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure
 
@@ -286,53 +288,63 @@ class _GeminiParser(Parser):
         error = chunk.get("error")
         if error is not None:
             raise ProviderFailure(f"{provider} reported an error: {_error_text(error)}")
+        try:
+            return self._response(chunk)
+        except Malformed as exc:
+            raise ProviderFailure(f"malformed response from {provider}: {exc}") from None
+
+    def _response(self, chunk: dict[str, Any]) -> list[AssistantMessageEvent]:
+        # Every field is read before anything is taken: a malformed one changes nothing.
         builder = self.builder
-        if builder.response_id is None and isinstance(chunk.get("responseId"), str):
-            builder.response_id = chunk["responseId"]
-        usage = chunk.get("usageMetadata")
-        if isinstance(usage, dict):
-            builder.usage = _usage(usage)
-        feedback = chunk.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason"):
-            reason = feedback["blockReason"]
-            detail = feedback.get("blockReasonMessage")
+        response_id = string(chunk, "responseId", "") if builder.response_id is None else None
+        raw_usage = obj(chunk, "usageMetadata", "")
+        usage = None if raw_usage is None else _usage(raw_usage, "usageMetadata")
+        feedback = obj(chunk, "promptFeedback", "")
+        blocked = detail = None
+        if feedback is not None:
+            blocked = string(feedback, "blockReason", "promptFeedback")
+            if blocked:
+                detail = string(feedback, "blockReasonMessage", "promptFeedback")
+        parts: list[_Read] = []
+        reason = message = None
+        found = _first_candidate(chunk)
+        if found is not None:
+            candidate, where = found
+            content = obj(candidate, "content", where)
+            if content is not None:
+                at = f"{where}.content.parts"
+                for index, raw in enumerate(objects(content, "parts", f"{where}.content")):
+                    read = _part(raw, f"{at}[{index}]")
+                    if read is not None:  # None: a part of a kind that is not kept
+                        parts.append(read)
+            reason = string(candidate, "finishReason", where)
+            if reason:
+                message = string(candidate, "finishMessage", where)
+        if response_id is not None:
+            builder.response_id = response_id
+        if usage is not None:
+            builder.usage = usage
+        if blocked:
             raise ProviderFailure(
-                f"{provider} blocked the prompt: blockReason {reason!r}"
-                + (f": {detail}" if isinstance(detail, str) and detail else "")
+                f"{self.name} blocked the prompt: blockReason {blocked!r}"
+                + (f": {detail}" if detail else "")
             )
-        candidate = _first_candidate(chunk.get("candidates"))
         out: list[AssistantMessageEvent] = []
-        if candidate is None:
-            return out
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        if isinstance(parts, list):
-            for part in parts:
-                if isinstance(part, dict):
-                    self._part(part, out)
-        reason = candidate.get("finishReason")
-        if isinstance(reason, str) and reason:
+        for part in parts:
+            self._take(part, out)
+        if reason:
             self.finish_reason = reason
-            message = candidate.get("finishMessage")
-            self.finish_message = message if isinstance(message, str) and message else None
+            self.finish_message = message or None
         return out
 
-    def _part(self, part: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        raw_signature = part.get("thoughtSignature")
-        signature = raw_signature if isinstance(raw_signature, str) and raw_signature else None
-        call = part.get("functionCall")
-        if isinstance(call, dict):
+    def _take(self, part: _Read, out: list[AssistantMessageEvent]) -> None:
+        """The events of one part: a tool call, or text or thinking (or a signature alone)."""
+        signature, text, thought, call = part
+        if call is not None:
             self._call(call, signature, out)
             return
-        text = part.get("text")
-        if not isinstance(text, str):
-            if signature is None:
-                return  # a part of a kind we do not keep (code execution, files, ...)
-            text = ""  # a signature alone: it belongs to a (possibly empty) block
-        if not text and signature is None:
-            return
         builder = self.builder
-        kind = "thinking" if part.get("thought") is True else "text"
+        kind = "thinking" if thought else "text"
         resigned = signature is not None and self.signature not in (None, signature)
         if builder.open_kind != kind or resigned:
             out.extend(self.end())
@@ -345,22 +357,15 @@ class _GeminiParser(Parser):
             builder.set_signature(signature)
             self.signature = signature
 
-    def _call(
-        self, call: dict[str, Any], signature: str | None, out: list[AssistantMessageEvent]
-    ) -> None:
+    def _call(self, call: _Call, signature: str | None, out: list[AssistantMessageEvent]) -> None:
+        call_id, name, arguments, delta = call
         out.extend(self.end())
         builder = self.builder
-        raw_id = call.get("id")
-        call_id = raw_id if isinstance(raw_id, str) and raw_id else ""
         if not call_id or call_id in self.call_ids:
             call_id = f"{builder.response_id or 'gemini'}_{self.calls}"
         self.calls += 1
         self.call_ids.add(call_id)
-        raw_args = call.get("args")
-        arguments: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        name = call.get("name")
-        out.append(builder.toolcall_start(call_id, name if isinstance(name, str) else ""))
-        delta = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+        out.append(builder.toolcall_start(call_id, name))
         out.append(builder.toolcall_delta(delta, arguments))
         if signature is not None:
             builder.set_signature(signature)
@@ -385,35 +390,68 @@ class _GeminiParser(Parser):
         return self.builder.finish("error", text)
 
 
-def _first_candidate(candidates: Any) -> dict[str, Any] | None:
-    """Candidate 0 (the only one unless ``candidateCount`` was raised)."""
-    if not isinstance(candidates, list):
+_Call: TypeAlias = tuple[str, str, dict[str, Any], str]
+"""A function call: its id ("" for none), name, arguments, and their JSON."""
+_Read: TypeAlias = tuple[str | None, str, bool, _Call | None]
+"""A part: its thought signature, text, whether it is a thought, and its function call."""
+
+
+def _part(part: dict[str, Any], where: str) -> _Read | None:
+    """What a part holds, every field it has checked (None: nothing that is kept)."""
+    signature = string(part, "thoughtSignature", where) or None
+    call = obj(part, "functionCall", where)
+    if call is not None:
+        at = path(where, "functionCall")
+        call_id = string(call, "id", at) or ""
+        arguments = obj(call, "args", at) or {}
+        name = string(call, "name", at) or ""
+        return signature, "", False, (call_id, name, arguments, dumps(arguments, path(at, "args")))
+    text = string(part, "text", where)
+    if text is None:
+        if signature is None:
+            return None  # a part of a kind we do not keep (code execution, files, ...)
+        text = ""  # a signature alone: it belongs to a (possibly empty) block
+    if not text and signature is None:
         return None
-    found = [c for c in candidates if isinstance(c, dict)]
-    for candidate in found:
-        if candidate.get("index", 0) == 0:
-            return candidate
+    return signature, text, bool(flag(part, "thought", where)), None
+
+
+def _first_candidate(chunk: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Candidate 0 (the only one unless ``candidateCount`` was raised), and its path."""
+    for position, candidate in enumerate(objects(chunk, "candidates", "")):
+        where = f"candidates[{position}]"
+        if not integer(candidate, "index", where):  # absent, or 0
+            return candidate, where
     return None
 
 
 def _error_text(error: Any) -> str:
-    if not isinstance(error, dict):
-        return str(error)[:500]
+    """What an in-band error says: ``status: message``, else the error itself."""
+    if type(error) is not dict:
+        return show(error, 500)
     message = error.get("message")
     status = error.get("status") or error.get("code")
     if message and status:
-        return f"{status}: {message}"
-    return str(message or json.dumps(error)[:500])
+        return f"{_plain(status)}: {_plain(message)}"
+    return _plain(message) if message else show(error, 500)
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
+def _plain(value: Any) -> str:
+    return value if type(value) is str else show(value)
+
+
+def _usage(raw: dict[str, Any], where: str) -> Usage:
     """Usage from ``usageMetadata``: prompt tokens without the cached ones are the input;
     output counts the thoughts too."""
-    prompt = int(raw.get("promptTokenCount") or 0) + int(raw.get("toolUsePromptTokenCount") or 0)
-    cache_read = int(raw.get("cachedContentTokenCount") or 0)
-    output = int(raw.get("candidatesTokenCount") or 0) + int(raw.get("thoughtsTokenCount") or 0)
+    prompt = (count(raw, "promptTokenCount", where) or 0) + (
+        count(raw, "toolUsePromptTokenCount", where) or 0
+    )
+    cache_read = count(raw, "cachedContentTokenCount", where) or 0
+    output = (count(raw, "candidatesTokenCount", where) or 0) + (
+        count(raw, "thoughtsTokenCount", where) or 0
+    )
     input_tokens = max(0, prompt - cache_read)
-    total = int(raw.get("totalTokenCount") or 0) or input_tokens + cache_read + output
+    total = count(raw, "totalTokenCount", where) or input_tokens + cache_read + output
     return Usage(input=input_tokens, output=output, cache_read=cache_read, total_tokens=total)
 
 

@@ -19,7 +19,10 @@ the same way); tool-call fragments routed by id, then index, then to the last
 call (servers that omit ``index``, reuse index 0, or send ``"null"`` ids);
 usage from any chunk or from ``choices[0].usage``; ``data: [DONE]``. A
 finish reason that is not ``stop`` / ``end`` / ``length`` / ``tool_calls`` /
-``function_call`` ends the reply as an error naming it.
+``function_call`` ends the reply as an error naming it. So does a chunk
+with a field of a type the API does not give it (``usage.prompt_tokens is
+[1], not a token count``; see ``_fields``), and nothing of that chunk is
+taken; an event with empty data is skipped.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 import attrs
@@ -56,6 +59,7 @@ from ._common import (
     parse_json,
     prepare_messages,
 )
+from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure
 
@@ -399,110 +403,143 @@ class _ChatParser(Parser):
     def feed(self, event: SseEvent) -> Iterable[AssistantMessageEvent]:
         # This runs for every chunk of every reply: dict lookups are kept few,
         # and the common chunk (a text delta, and nothing else) goes straight.
+        # Every field read has its type checked (inline on that path), and all
+        # are read before any is taken: a chunk with a field of another type
+        # changes nothing, and ends the reply with an error naming the field.
         data = event.data
         if data.startswith("[DONE]"):
             self.finished = True
             return ()
         if event.event == "error":
-            raise ProviderFailure(f"{self.name} reported an error: {data[:500]}")
+            detail = f": {data[:500]}" if data.strip() else ""
+            raise ProviderFailure(f"{self.name} reported an error{detail}")
         try:
             chunk = _from_json(data.encode())
         except ValueError:
+            if not data.strip():
+                return ()  # an event with empty data ("data:" alone) carries nothing
             chunk = parse_json(data, "a chunk", self.name)  # raises, and says why
         if type(chunk) is not dict:
             raise ProviderFailure(f"unexpected chunk from {self.name}: {data[:200]!r}")
-        if ("error" in chunk and chunk["error"] is not None) or chunk.get("object") == "error":
-            error = chunk.get("error")
-            details = error if isinstance(error, dict) else chunk
-            message = details.get("message") or json.dumps(details)[:500]
-            raise ProviderFailure(f"{self.name} reported an error: {message}")
         builder = self.builder
-        if builder.response_id is None and isinstance(chunk.get("id"), str):
-            builder.response_id = chunk["id"]
-        choices = chunk.get("choices")
-        choice = choices[0] if type(choices) is list and choices else None
-        usage = chunk.get("usage")
-        if usage is None and type(choice) is dict:
-            usage = choice.get("usage")
-        if type(usage) is dict:
-            builder.usage = _usage(usage)
-        if type(choice) is not dict:
-            return ()
-        delta = choice.get("delta")
-        reason = choice.get("finish_reason")
-        if reason and type(reason) is str:
+        try:
+            if ("error" in chunk and chunk["error"] is not None) or chunk.get("object") == "error":
+                raise ProviderFailure(f"{self.name} reported an error: {_error_text(chunk)}")
+            response_id = string(chunk, "id", "") if builder.response_id is None else None
+            choices = chunk.get("choices")
+            choice = None
+            if type(choices) is list:
+                if choices:  # [] on the usage chunk
+                    choice = choices[0]
+                    if type(choice) is not dict:
+                        raise Malformed("choices[0]", choice, "an object")
+            elif choices is not None:  # null on some servers' usage chunk
+                raise Malformed("choices", choices, "an array")
+            raw_usage = chunk.get("usage")
+            where = "usage"
+            if raw_usage is None and choice is not None:
+                raw_usage = choice.get("usage")  # Moonshot's place for it
+                where = "choices[0].usage"
+            usage = None
+            if raw_usage is not None:
+                if type(raw_usage) is not dict:
+                    raise Malformed(where, raw_usage, "an object")
+                usage = _usage(raw_usage, where)
+            reason = delta = text = plan = None
+            if choice is not None:
+                reason = choice.get("finish_reason")
+                if type(reason) is not str and reason is not None:
+                    raise Malformed("choices[0].finish_reason", reason, "a string")
+                delta = choice.get("delta")
+                if type(delta) is not dict and delta is not None:
+                    raise Malformed("choices[0].delta", delta, "an object")
+            if delta:
+                text = delta.get("content")
+                if type(text) is not str and text is not None:
+                    raise Malformed("choices[0].delta.content", text, "a string")
+                if not (text and builder.open_kind == "text" and _NOT_TEXT_KEYS.isdisjoint(delta)):
+                    plan = self._plan(delta)
+        except Malformed as exc:
+            raise ProviderFailure(f"malformed chunk from {self.name}: {exc}") from None
+        # The chunk is well formed: take what it says.
+        if response_id is not None:
+            builder.response_id = response_id
+        if usage is not None:
+            builder.usage = usage
+        if reason:
             self.finish_reason = reason
-        if type(delta) is not dict or not delta:
-            return ()
-        text = delta.get("content")
-        if (
-            text
-            and type(text) is str
-            and _NOT_TEXT_KEYS.isdisjoint(delta)
-            and builder.open_kind == "text"
-        ):
+        if plan is not None:
+            return self._apply(plan, text)
+        if text:  # more text for the open text block, and nothing else
             return (builder.text_delta(text),)
-        out: list[AssistantMessageEvent] = []
+        return ()
+
+    def _plan(self, delta: dict[str, Any]) -> _Delta:
+        """What a delta that is not only text holds: its reasoning, and its tool-call
+        fragments as (id, index, name, arguments), every field checked."""
+        reasoning = None
         if not _REASONING_KEYS.isdisjoint(delta):
             for field in _REASONING_FIELDS:
-                piece = delta.get(field)
-                if isinstance(piece, str) and piece:
-                    if builder.open_kind != "thinking":
-                        self._close_open(out)
-                        self.reasoning_field = field
-                        out.append(builder.thinking_start())
-                    out.append(builder.thinking_delta(piece))
+                piece = string(delta, field, "choices[0].delta")
+                if piece:
+                    reasoning = (field, piece)
                     break
-        if isinstance(text, str) and text:
+        fragments = [
+            _fragment(fragment, f"choices[0].delta.tool_calls[{index}]")
+            for index, fragment in enumerate(objects(delta, "tool_calls", "choices[0].delta"))
+        ]
+        return reasoning, fragments
+
+    def _apply(self, plan: _Delta, text: str | None) -> list[AssistantMessageEvent]:
+        """The events of a delta read by :meth:`_plan`, in the order of its fields."""
+        reasoning, fragments = plan
+        builder = self.builder
+        out: list[AssistantMessageEvent] = []
+        if reasoning is not None:
+            field, piece = reasoning
+            if builder.open_kind != "thinking":
+                self._close_open(out)
+                self.reasoning_field = field
+                out.append(builder.thinking_start())
+            out.append(builder.thinking_delta(piece))
+        if text:
             if builder.open_kind != "text":
                 self._close_open(out)
                 out.append(builder.text_start())
             out.append(builder.text_delta(text))
-        calls = delta.get("tool_calls")
-        if isinstance(calls, list):
-            for fragment in calls:
-                if isinstance(fragment, dict):
-                    self._tool_fragment(fragment, out)
+        for call_id, index, name, piece in fragments:
+            self._tool_fragment(call_id, index, name, piece, out)
         return out
 
-    def _route(self, fragment: dict[str, Any]) -> _Call | None:
+    def _route(self, call_id: str | None, index: int | None) -> _Call | None:
         """The call a fragment is for: a new id starts one; else its index; else the last."""
-        raw_id = fragment.get("id")
-        call_id = raw_id if isinstance(raw_id, str) and raw_id and raw_id != "null" else None
-        index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
         if call_id is not None:
-            if call_id in self.by_id:
-                return self.by_id[call_id]
-            return None  # a new call
-        if index is not None and index in self.by_index:
-            return self.by_index[index]
-        if index is None and self.calls:
-            return self.calls[-1]
-        return None
+            return self.by_id.get(call_id)  # None: a new call
+        if index is not None:
+            return self.by_index.get(index)
+        return self.calls[-1] if self.calls else None
 
-    def _tool_fragment(self, fragment: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        raw_function = fragment.get("function")
-        function: dict[str, Any] = raw_function if isinstance(raw_function, dict) else {}
-        call = self._route(fragment)
+    def _tool_fragment(
+        self,
+        call_id: str | None,
+        index: int | None,
+        name: str,
+        piece: str,
+        out: list[AssistantMessageEvent],
+    ) -> None:
+        call = self._route(call_id, index)
         builder = self.builder
         if call is None:
             self._close_open(out)
-            raw_id = fragment.get("id")
-            call_id = raw_id if isinstance(raw_id, str) and raw_id and raw_id != "null" else ""
-            if not call_id:
+            if call_id is None:
                 call_id = f"call_{builder.response_id or 'x'}_{len(self.calls)}"
-            index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
-            call = _Call(call_id, str(function.get("name") or ""), index, builder.content_index)
+            call = _Call(call_id, name, index, builder.content_index)
             self.calls.append(call)
             self.by_id[call.id] = call
             if index is not None:
                 self.by_index[index] = call
             self.open_call = call
             out.append(builder.toolcall_start(call.id, call.name))
-        arguments = function.get("arguments")
-        piece = arguments if isinstance(arguments, str) else ""
-        if isinstance(arguments, dict):  # a whole call at once (some servers)
-            piece = json.dumps(arguments)
         if call is self.open_call:
             if piece:
                 out.append(builder.toolcall_delta(piece, call.args.add(piece)))
@@ -532,13 +569,41 @@ class _ChatParser(Parser):
         return message
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
-    prompt = int(raw.get("prompt_tokens") or 0)
-    raw_details = raw.get("prompt_tokens_details")
-    details: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
-    cache_read = int(details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0)
-    cache_write = int(details.get("cache_write_tokens") or 0)
-    output = int(raw.get("completion_tokens") or 0)
+_Fragment: TypeAlias = tuple[str | None, int | None, str, str]
+_Delta: TypeAlias = tuple[tuple[str, str] | None, list[_Fragment]]
+
+
+def _fragment(fragment: dict[str, Any], where: str) -> _Fragment:
+    """A tool-call fragment's call id (None for none, or Mistral's ``"null"``), index,
+    tool name and piece of the arguments."""
+    function = obj(fragment, "function", where) or {}
+    at = path(where, "function")
+    raw_id = string(fragment, "id", where)
+    index = integer(fragment, "index", where)
+    name = string(function, "name", at) or ""
+    arguments = function.get("arguments")
+    if type(arguments) is str:
+        piece = arguments
+    elif type(arguments) is dict:  # a whole call at once (some servers)
+        piece = dumps(arguments, path(at, "arguments"))
+    elif arguments is None:
+        piece = ""
+    else:
+        raise Malformed(path(at, "arguments"), arguments, "a string")
+    return (raw_id if raw_id and raw_id != "null" else None), index, name, piece
+
+
+def _usage(raw: dict[str, Any], where: str) -> Usage:
+    prompt = count(raw, "prompt_tokens", where) or 0
+    cache_read = cache_write = 0
+    details = obj(raw, "prompt_tokens_details", where)
+    if details is not None:
+        details_at = path(where, "prompt_tokens_details")
+        cache_read = count(details, "cached_tokens", details_at) or 0
+        cache_write = count(details, "cache_write_tokens", details_at) or 0
+    if not cache_read:
+        cache_read = count(raw, "prompt_cache_hit_tokens", where) or 0  # DeepSeek's
+    output = count(raw, "completion_tokens", where) or 0
     input_tokens = max(0, prompt - cache_read - cache_write)
     return Usage(
         input=input_tokens,
@@ -547,6 +612,16 @@ def _usage(raw: dict[str, Any]) -> Usage:
         cache_write=cache_write,
         total_tokens=input_tokens + output + cache_read + cache_write,
     )
+
+
+def _error_text(chunk: dict[str, Any]) -> str:
+    """What an in-band error says: its message, else the error (or the chunk) itself."""
+    error = chunk.get("error")
+    details = error if type(error) is dict else chunk
+    message = details.get("message")
+    if type(message) is str and message:
+        return message
+    return show(message if message else details, 500)
 
 
 _default = OpenAIChat()

@@ -42,7 +42,9 @@ Stop reasons: ``response.completed`` is ``stop`` (``toolUse`` when the output
 holds function calls); ``response.incomplete`` for ``max_output_tokens`` is
 ``length``, for any other reason (``content_filter``) an error naming it;
 ``response.failed`` and the ``error`` event are errors with the server's code
-and message; a stream that ends without one of these is an error too.
+and message; a stream that ends without one of these is an error too, and so
+is an event with a field of a type the API does not give it (named, with its
+value: see ``_fields``), of which nothing is taken.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from ._common import (
     parse_json,
     prepare_messages,
 )
+from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure
 
@@ -322,12 +325,12 @@ class _Item:
         "stale",
     )
 
-    def __init__(self, kind: str, item: dict[str, Any], position: int) -> None:
+    def __init__(self, kind: str, position: int, item_id: str, call_id: str, name: str) -> None:
         self.kind = kind
         self.position = position  # content index in the reply
-        self.item_id = _str(item.get("id")) or _str(item.get("item_id"))
-        self.call_id = _str(item.get("call_id"))
-        self.name = _str(item.get("name"))
+        self.item_id = item_id
+        self.call_id = call_id
+        self.name = name
         self.chunks: list[str] = []  # all the text of the block, late pieces too
         self.parts: dict[tuple[str, int], list[str]] = {}  # text by content part
         self.part: tuple[str, int] | None = None  # the part being streamed
@@ -360,14 +363,6 @@ class _Item:
         if self.kind == "reasoning":
             return ThinkingContent("".join(self.chunks), thinking_signature=self.signature)
         return ToolCall(self.tool_call_id, self.name, self.arguments())
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 class _ResponsesParser(Parser):
@@ -410,192 +405,234 @@ class _ResponsesParser(Parser):
         data = parse_json(event.data, "an event", self.name)
         if not isinstance(data, dict):
             raise ProviderFailure(f"unexpected event from {self.name}: {event.data[:200]!r}")
-        if not isinstance(data.get("type"), str):
-            data["type"] = event.event  # a server that names the event only in the SSE field
-        handler = self.handlers.get(data["type"])
-        if handler is None:
-            return ()  # an event type this provider does not know, or need
-        out: list[AssistantMessageEvent] = []
-        handler(data, out)
-        return out
+        kind = event.event
+        try:
+            # A server may name the event only in the SSE field.
+            kind = data["type"] = string(data, "type", "") or kind
+            handler = self.handlers.get(kind)
+            if handler is None:
+                return ()  # an event type this provider does not know, or need
+            out: list[AssistantMessageEvent] = []
+            handler(data, out)
+            return out
+        except Malformed as exc:
+            raise ProviderFailure(f"malformed {kind} event from {self.name}: {exc}") from None
+
+    # Each handler reads every field it needs before it changes anything: an
+    # event with a field of another type changes nothing (Malformed).
 
     def _created(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        response = data.get("response")
-        if isinstance(response, dict) and isinstance(response.get("id"), str):
-            self.builder.response_id = response["id"]
+        response = obj(data, "response", "")
+        if response is not None:
+            response_id = string(response, "id", "response")
+            if response_id is not None:
+                self.builder.response_id = response_id
 
     def _item_added(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = data.get("item")
-        if not isinstance(item, dict) or item.get("type") not in _KINDS:
+        item = obj(data, "item", "")
+        kind = None if item is None else string(item, "type", "item")
+        if item is None or kind not in _KINDS:
             return  # a built-in tool's item
-        if self._find(data, item) is None:
-            self._open(str(item["type"]), item, data.get("output_index"), out)
+        index, item_id = _place(data)
+        identity = _identity(item)
+        if self._find(index, item_id or identity[0]) is None:
+            self._open(kind, index, *identity, out)
 
     def _item_done(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = data.get("item")
-        if not isinstance(item, dict) or item.get("type") not in _KINDS:
+        item = obj(data, "item", "")
+        kind = None if item is None else string(item, "type", "item")
+        if item is None or kind not in _KINDS:
             return
-        kind = str(item["type"])
-        found = self._find(data, item)
-        if found is None or found.kind != kind:
-            found = self._open(kind, item, data.get("output_index"), out)
+        index, item_id = _place(data)
+        identity = _identity(item)
+        text = arguments = signature = None
         if kind == "message":
-            found.signature = _str(item.get("id")) or found.signature
-            content = item.get("content")
-            pieces = [
-                _str(part.get("text") if part.get("type") == "output_text" else part.get("refusal"))
-                for part in (content if isinstance(content, list) else ())
-                if isinstance(part, dict)
-            ]
-            self._complete(found, None, "".join(pieces), out)
+            pieces = []
+            for number, part in enumerate(objects(item, "content", "item")):
+                where = f"item.content[{number}]"
+                field = "text" if string(part, "type", where) == "output_text" else "refusal"
+                pieces.append(string(part, field, where) or "")
+            text = "".join(pieces)
         elif kind == "reasoning":
-            found.signature = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-            texts = [
-                _str(part.get("text"))
+            signature = dumps(item, "item")
+            text = "\n\n".join(
+                string(part, "text", f"item.{field}[{number}]") or ""
                 for field in ("summary", "content")
-                for part in (item.get(field) or ())
-                if isinstance(part, dict)
-            ]
-            self._complete(found, None, "\n\n".join(texts), out)
+                for number, part in enumerate(objects(item, field, "item"))
+            )
+        else:
+            arguments = string(item, "arguments", "item")
+        found = self._find(index, item_id or identity[0])
+        if found is None or found.kind != kind:
+            found = self._open(kind, index, *identity, out)
+        if kind == "message":
+            found.signature = identity[0] or found.signature
+        elif kind == "reasoning":
+            found.signature = signature
         else:
             started = (found.tool_call_id, found.name)
-            found.item_id = _str(item.get("id")) or found.item_id
-            found.call_id = _str(item.get("call_id")) or found.call_id
-            found.name = _str(item.get("name")) or found.name
+            found.item_id = identity[0] or found.item_id
+            found.call_id = identity[1] or found.call_id
+            found.name = identity[2] or found.name
             if (found.tool_call_id, found.name) != started:
                 found.stale = True  # its added event never came: the id and name come now
-            arguments = item.get("arguments")
-            if found.done_args is None and isinstance(arguments, str):
-                self._args_done({"arguments": arguments}, out, found)
+            if found.done_args is None and arguments is not None:
+                self._take_args(found, arguments, out)
+        if text is not None:
+            self._complete(found, None, text, out)
         if found.closed:
             found.stale = True
         else:
             self._close(out)
 
     def _text_delta(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = self._route(data, "message", out)
-        delta = data.get("delta")
-        if item is not None and isinstance(delta, str) and delta:
-            self._add(item, ("text", _int(data.get("content_index"))), delta, "", out)
+        place = _place(data)
+        delta = string(data, "delta", "")
+        part = ("text", integer(data, "content_index", "") or 0)
+        item = self._route(*place, "message", out)
+        if item is not None and delta:
+            self._add(item, part, delta, "", out)
 
     def _text_done(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = self._route(data, "message", out)
-        text = data.get("text", data.get("refusal"))
-        if item is not None and isinstance(text, str):
-            self._complete(item, ("text", _int(data.get("content_index"))), text, out)
+        place = _place(data)
+        text = string(data, "text", "")
+        if text is None:
+            text = string(data, "refusal", "")
+        part = ("text", integer(data, "content_index", "") or 0)
+        item = self._route(*place, "message", out)
+        if item is not None and text is not None:
+            self._complete(item, part, text, out)
 
     def _summary_part(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = self._route(data, "reasoning", out)
+        place = _place(data)
+        part = ("summary", integer(data, "summary_index", "") or 0)
+        item = self._route(*place, "reasoning", out)
         if item is not None:
-            self._add(item, ("summary", _int(data.get("summary_index"))), "", "\n\n", out)
+            self._add(item, part, "", "\n\n", out)
 
     @staticmethod
     def _reasoning_part(data: dict[str, Any]) -> tuple[str, int]:
-        if str(data.get("type")).startswith("response.reasoning_summary"):
-            return ("summary", _int(data.get("summary_index")))
-        return ("reasoning", _int(data.get("content_index")))
+        if data["type"].startswith("response.reasoning_summary"):
+            return ("summary", integer(data, "summary_index", "") or 0)
+        return ("reasoning", integer(data, "content_index", "") or 0)
 
     def _reasoning_delta(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = self._route(data, "reasoning", out)
-        delta = data.get("delta")
-        if item is not None and isinstance(delta, str) and delta:
-            self._add(item, self._reasoning_part(data), delta, "\n\n", out)
+        place = _place(data)
+        delta = string(data, "delta", "")
+        part = self._reasoning_part(data)
+        item = self._route(*place, "reasoning", out)
+        if item is not None and delta:
+            self._add(item, part, delta, "\n\n", out)
 
     def _reasoning_done(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = self._route(data, "reasoning", out)
-        text = data.get("text")
-        if item is not None and isinstance(text, str):
-            self._complete(item, self._reasoning_part(data), text, out, "\n\n")
+        place = _place(data)
+        text = string(data, "text", "")
+        part = self._reasoning_part(data)
+        item = self._route(*place, "reasoning", out)
+        if item is not None and text is not None:
+            self._complete(item, part, text, out, "\n\n")
 
     def _args_delta(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        item = self._route(data, "function_call", out)
-        delta = data.get("delta")
-        if item is not None and isinstance(delta, str) and delta:
+        place = _place(data)
+        delta = string(data, "delta", "")
+        item = self._route(*place, "function_call", out)
+        if item is not None and delta:
             self._add_args(item, delta, out)
 
-    def _args_done(
-        self, data: dict[str, Any], out: list[AssistantMessageEvent], item: _Item | None = None
-    ) -> None:
-        item = item or self._route(data, "function_call", out)
-        arguments = data.get("arguments")
-        if item is None or not isinstance(arguments, str):
-            return
+    def _args_done(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
+        place = _place(data)
+        arguments = string(data, "arguments", "")
+        item = self._route(*place, "function_call", out)
+        if item is not None and arguments is not None:
+            self._take_args(item, arguments, out)
+
+    def _take_args(self, item: _Item, arguments: str, out: list[AssistantMessageEvent]) -> None:
+        """The whole argument string of a call: add what the deltas did not bring."""
         streamed = item.args.text
         if len(arguments) > len(streamed) and arguments.startswith(streamed):
-            self._add_args(item, arguments[len(streamed) :], out)  # what the deltas did not bring
+            self._add_args(item, arguments[len(streamed) :], out)
         item.done_args = arguments
         if item.closed:
             item.stale = True
 
     def _terminal(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
-        self.finished = True
-        raw_response = data.get("response")
-        response: dict[str, Any] = raw_response if isinstance(raw_response, dict) else {}
-        if isinstance(response.get("id"), str):
-            self.builder.response_id = response["id"]
-        usage = response.get("usage")
-        if isinstance(usage, dict):
-            self.builder.usage = _usage(usage)
-        kind = data.get("type")
+        response = obj(data, "response", "") or {}
+        response_id = string(response, "id", "response")
+        raw_usage = obj(response, "usage", "response")
+        usage = None if raw_usage is None else _usage(raw_usage, "response.usage")
+        kind = data["type"]
+        reason = error = None
         if kind == "response.incomplete":
-            details = response.get("incomplete_details")
-            reason = details.get("reason") if isinstance(details, dict) else None
+            details = obj(response, "incomplete_details", "response")
+            if details is not None:
+                reason = string(details, "reason", "response.incomplete_details")
+        elif kind == "response.failed":
+            error = obj(response, "error", "response") or {}
+        self.finished = True
+        if response_id is not None:
+            self.builder.response_id = response_id
+        if usage is not None:
+            self.builder.usage = usage
+        if kind == "response.incomplete":
             if reason == "max_output_tokens":
                 self.stop = "length"
             else:
                 self.failure = f"the response from {self.name} is incomplete: {reason}"
-        elif kind == "response.failed":
-            error = response.get("error")
-            self.failure = self._error_text(error if isinstance(error, dict) else {}, "failed")
+        elif error is not None:
+            self.failure = self._error_text(error, "failed")
 
     def _error(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
         # Ends the stream; what is open is closed (Parser.end) before the error reply.
         self.finished = True
         error = data.get("error")
-        self.failure = self._error_text(error if isinstance(error, dict) else data, "error")
+        self.failure = self._error_text(error if type(error) is dict else data, "error")
 
     def _error_text(self, error: dict[str, Any], what: str) -> str:
         kind = error.get("type")
         code = error.get("code") or (kind if kind != "error" else None)
         message = error.get("message")
-        detail = ": ".join(str(part) for part in (code, message) if part)
+        detail = ": ".join(
+            part if type(part) is str else show(part) for part in (code, message) if part
+        )
         if what == "failed":
             return f"the response from {self.name} failed: {detail or 'no reason given'}"
-        return f"{self.name} reported an error: {detail or json.dumps(error)[:500]}"
+        return f"{self.name} reported an error: {detail or show(error, 500)}"
 
     # -- items and blocks ---------------------------------------------------------------
 
-    def _find(self, data: dict[str, Any], item: dict[str, Any] | None = None) -> _Item | None:
-        index = data.get("output_index")
-        if isinstance(index, int) and index in self.items:
+    def _find(self, index: int | None, item_id: str | None) -> _Item | None:
+        if index is not None and index in self.items:
             return self.items[index]
-        item_id = data.get("item_id") or (item or {}).get("id")
-        if isinstance(item_id, str) and item_id in self.by_item_id:
-            return self.by_item_id[item_id]
+        if item_id:
+            return self.by_item_id.get(item_id)
         return None
 
     def _route(
-        self, data: dict[str, Any], kind: str, out: list[AssistantMessageEvent]
+        self, index: int | None, item_id: str | None, kind: str, out: list[AssistantMessageEvent]
     ) -> _Item | None:
         """The item an event is for; a new one if its ``output_item.added`` never came."""
-        found = self._find(data)
+        found = self._find(index, item_id)
         if found is None:
-            if not isinstance(data.get("output_index"), int) and not data.get("item_id"):
+            if index is None and not item_id:
                 found = self.open  # a server that names no item: the open one
             if found is None:
-                return self._open(
-                    kind, {"item_id": data.get("item_id")}, data.get("output_index"), out
-                )
+                return self._open(kind, index, item_id or "", "", "", out)
         return found if found.kind == kind else None
 
     def _open(
-        self, kind: str, item: dict[str, Any], index: Any, out: list[AssistantMessageEvent]
+        self,
+        kind: str,
+        index: int | None,
+        item_id: str,
+        call_id: str,
+        name: str,
+        out: list[AssistantMessageEvent],
     ) -> _Item:
         self._close(out)
         builder = self.builder
-        found = _Item(kind, item, builder.content_index)
+        found = _Item(kind, builder.content_index, item_id, call_id, name)
         self.order.append(found)
-        if isinstance(index, int):
+        if index is not None:
             self.items[index] = found
         if found.item_id:
             self.by_item_id[found.item_id] = found
@@ -697,11 +734,27 @@ class _ResponsesParser(Parser):
         return message
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
-    details = raw.get("input_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
-    input_tokens = max(0, _int(raw.get("input_tokens")) - cached)
-    output = _int(raw.get("output_tokens"))
+def _place(data: dict[str, Any]) -> tuple[int | None, str | None]:
+    """Which item an event is for: its ``output_index`` and ``item_id``, if it has them."""
+    return integer(data, "output_index", ""), string(data, "item_id", "")
+
+
+def _identity(item: dict[str, Any]) -> tuple[str, str, str]:
+    """An output item's id, call id and name ("" for those it has not)."""
+    return (
+        string(item, "id", "item") or "",
+        string(item, "call_id", "item") or "",
+        string(item, "name", "item") or "",
+    )
+
+
+def _usage(raw: dict[str, Any], where: str) -> Usage:
+    details = obj(raw, "input_tokens_details", where)
+    cached = 0
+    if details is not None:
+        cached = count(details, "cached_tokens", path(where, "input_tokens_details")) or 0
+    input_tokens = max(0, (count(raw, "input_tokens", where) or 0) - cached)
+    output = count(raw, "output_tokens", where) or 0
     return Usage(
         input=input_tokens,
         output=output,
