@@ -157,6 +157,16 @@ def test_the_demo_saves_a_transcript_that_loads(tmp_path: Path) -> None:
     assert last.text.startswith("I read 3 files")
 
 
+def test_the_demo_neither_lists_nor_reads_a_link_that_leads_outside(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (tmp_path / "secret.txt").write_text("the secret\n")
+    (root / "a-link.txt").symlink_to(tmp_path / "secret.txt")
+    result = run_main(["demo", str(root), "--pace", "0"])
+    assert result.code == 0, result
+    assert "a-link.txt" not in result.out + result.err
+    assert "Reading alpha.md, beta.txt and gamma.py in parallel." in result.out
+
+
 def test_the_demo_on_an_empty_folder_says_so(tmp_path: Path) -> None:
     result = run_main(["demo", str(tmp_path)])
     assert result.code == 0, result
@@ -403,18 +413,85 @@ async def test_a_provider_error_is_one_line_and_exit_1(api: Api, tmp_path: Path)
     assert result.out == ""
 
 
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
 @pytest.mark.parametrize("api", [a for a in APIS if a.name != "openai_chat"], ids=lambda a: a.name)
-async def test_a_missing_key_is_one_line_naming_the_variable(api: Api, tmp_path: Path) -> None:
-    """(An OpenAI-compatible server on this machine needs no key: see the next test.)"""
+async def test_a_missing_key_is_one_line_naming_the_variable_to_set(
+    api: Api, command: list[str], tmp_path: Path
+) -> None:
+    """Checked before anything runs, and told in the command line's terms. (An
+    OpenAI-compatible server on this machine needs no key: see the next test.)"""
     async with open_sse_server() as server:
         result = await cli(
-            ["run", "hi", *model_options(api, server.url)], env=environment(), cwd=tmp_path
+            [*command, *model_options(api, server.url)],
+            env=environment(),
+            cwd=tmp_path,
+            stdin=b"hi\n",
         )
     assert result.code == 1, result
-    (line,) = result.err.splitlines()
-    assert line.startswith("error: no API key for ")
-    assert api.env_keys[0] in line
+    names = " or ".join(api.env_keys)
+    assert result.err.splitlines() == [
+        f"error: no API key for {api.label}: set {names}, "
+        "or name the variable that holds it with --api-key-env NAME"
+    ]
     assert server.requests == []
+    assert result.out == ""
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("openai-chat:gpt-4.1", "no API key for openai: set OPENAI_API_KEY, or"),
+        (
+            "openai-chat:llama --base-url https://openrouter.ai/api/v1",
+            "no API key for openrouter: set OPENROUTER_API_KEY, or",
+        ),
+        (
+            "openai-chat:llama --base-url https://models.example/v1",
+            "no API key for openai-compatible: name the variable",
+        ),
+    ],
+)
+def test_a_missing_key_names_the_variable_of_the_openai_compatible_host(
+    model: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [n for n in os.environ if n.endswith("_API_KEY")]:
+        monkeypatch.delenv(name)
+    result = run_main(["run", "hi", "--model", *model.split()])
+    assert result.code == 1, result
+    (line,) = result.err.splitlines()
+    assert line.startswith(f"error: {says}")
+    assert line.endswith("--api-key-env NAME")
+
+
+async def test_api_key_env_names_the_variable_that_holds_the_key(api: Api, tmp_path: Path) -> None:
+    async with open_sse_server(answer(api)) as server:
+        result = await cli(
+            ["run", "hi", *model_options(api, server.url), "--api-key-env", "WORK_KEY"],
+            env=environment(WORK_KEY=KEY),
+            cwd=tmp_path,
+        )
+    assert result.code == 0, result
+    assert result.out == api.answer + "\n"
+    header, value = api.auth
+    assert server.requests[0].headers[header] == value
+    assert KEY not in result.out + result.err
+
+
+@pytest.mark.parametrize(
+    ("value", "state"), [(None, "not set"), ("", "empty")], ids=["unset", "empty"]
+)
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
+async def test_api_key_env_naming_no_key_is_one_line(
+    command: list[str], value: str | None, state: str, tmp_path: Path
+) -> None:
+    env = environment() if value is None else environment(WORK_KEY=value)
+    result = await cli(
+        [*command, "--model", "anthropic-messages:claude", "--api-key-env", "WORK_KEY"],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert result.code == 1, result
+    assert result.err.splitlines() == [f"error: --api-key-env names WORK_KEY, which is {state}"]
 
 
 async def test_a_local_openai_compatible_server_needs_no_key(tmp_path: Path) -> None:
@@ -604,8 +681,9 @@ async def test_chat_tells_a_failed_save_and_goes_on(tmp_path: Path) -> None:
     ],
 )
 def test_a_session_that_does_not_load_is_one_line_and_exit_1(
-    tmp_path: Path, content: str | None, reason: str
+    tmp_path: Path, content: str | None, reason: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     session = tmp_path / "session.json"
     if content is None:
         session.mkdir()
@@ -615,3 +693,110 @@ def test_a_session_that_does_not_load_is_one_line_and_exit_1(
     assert result.code == 1, result
     (line,) = result.err.splitlines()
     assert line.startswith(f"error: cannot resume {str(session)!r}: {reason}")
+
+
+# --- exit codes: chat after an error, a reader that leaves -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("then", "code"),
+    [
+        ([], 1),
+        ([b"/quit\n"], 1),
+        ([b"again\n"], 0),  # the last run went well
+    ],
+    ids=["end-of-input", "quit", "then-an-answer"],
+)
+async def test_chat_exits_1_when_its_last_run_ended_with_an_error(
+    then: list[bytes], code: int, tmp_path: Path
+) -> None:
+    (api,) = [a for a in APIS if a.name == "openai_chat"]
+    body, _kind = api.error_body(400, "The request was refused")
+    refused = ScriptedResponse.error(400, body)  # not retried
+    async with open_sse_server(refused, answer(api)) as server, trio.open_nursery() as nursery:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment(),
+            cwd=tmp_path,
+        )
+        assert process.stdin
+        assert process.stdout
+        assert process.stderr
+        out, err = Output(), Output()
+        nursery.start_soon(out.collect, process.stdout)
+        nursery.start_soon(err.collect, process.stderr)
+        await process.stdin.send_all(b"hi\n")
+        await err.expect("error: HTTP 400 from local: ")
+        for line in then:
+            await process.stdin.send_all(line)
+            if line == b"again\n":
+                await out.expect(api.answer)
+        await process.stdin.aclose()
+        with trio.fail_after(30):
+            assert await process.wait() == code, err.text
+
+
+def run_with_stdout_closed(
+    argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = b""
+) -> tuple[int, str]:
+    """Run the command line with a stdout whose reader has already left (as ``| head``
+    leaves early): its exit code and stderr."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # closed before the process writes a byte: its first write breaks
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "trio_agent", *argv],
+            input=stdin,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    return done.returncode, done.stderr.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"]], ids=["text", "json"])
+def test_a_reader_that_leaves_ends_the_demo_quietly_with_0(mode: list[str], tmp_path: Path) -> None:
+    saved = tmp_path / "demo.json"
+    code, err = run_with_stdout_closed(
+        ["demo", str(project(tmp_path)), "--pace", "0", "--save", str(saved), *mode],
+        cwd=tmp_path,
+        env=environment(),
+    )
+    assert code == 0, err
+    for noise in ("error", "Error", "Exception", "Traceback", "aborted"):
+        assert noise not in err
+    transcript = trio_agent.loads(saved.read_text())  # saved all the same, and whole
+    check_transcript(transcript)
+    last = transcript[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "aborted"  # the run stopped when the reader left
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "hi"], ["run", "hi", "--json"], ["chat"]],
+    ids=["run", "run-json", "chat"],
+)
+async def test_a_reader_that_leaves_ends_run_and_chat_quietly_with_0(
+    argv: list[str], tmp_path: Path
+) -> None:
+    (api,) = [a for a in APIS if a.name == "openai_chat"]
+    async with open_sse_server(answer(api)) as server:
+        code, err = await trio.to_thread.run_sync(
+            lambda: run_with_stdout_closed(
+                [*argv, *model_options(api, server.url)],
+                cwd=tmp_path,
+                env=environment(),
+                stdin=b"hi\n",
+            )
+        )
+    assert code == 0, err
+    for noise in ("error", "Error", "Exception", "Traceback", "aborted"):
+        assert noise not in err

@@ -10,7 +10,13 @@
   and resume.
 
 Answers go to stdout, progress to stderr. Exit codes: 0 done, 1 an error (a
-provider's, told in one line), 2 a usage error, 130 interrupted.
+provider's, told in one line; for ``chat``, when its last run ended with one),
+2 a usage error, 130 interrupted. A reader of stdout that leaves (``| head``)
+ends the run quietly with 0, in every mode.
+
+The key: the provider's environment variable, or the one ``--api-key-env NAME``
+names. It is looked for before anything runs, so that a missing one is told in
+terms a person at the command line can act on (which variable to set).
 """
 
 from __future__ import annotations
@@ -31,14 +37,17 @@ from .._agent import Agent
 from .._config import ThinkingLevel
 from .._errors import TranscriptError, TrioAgentError
 from .._json import dumps, loads
-from .._messages import AgentMessage, AssistantMessage
+from .._messages import AgentMessage
 from .._model import Model
+from .._stream import StreamOptions
 from ..providers import anthropic, google, openai_chat, openai_responses
+from ..providers._common import HttpProvider
+from ..providers.openai_chat import _ENV_KEYS as OPENAI_CHAT_KEYS  # its variable per host
 from ._chat import HELP as CHAT_HELP
-from ._chat import Chat
+from ._chat import Chat, ended_in_error
 from ._demo import SYSTEM_PROMPT, demo_model, demo_tools, prompt_for
 from ._files import file_tools
-from ._term import Terminal
+from ._term import Terminal, silence
 
 __all__ = ["main"]
 
@@ -49,6 +58,12 @@ MODELS: dict[str, Callable[..., Model]] = {
     anthropic.API: anthropic.model,
     openai_responses.API: openai_responses.model,
     google.API: google.model,
+}
+PROVIDERS: dict[str, Callable[[], HttpProvider]] = {
+    openai_chat.API: openai_chat.provider,
+    anthropic.API: anthropic.provider,
+    openai_responses.API: openai_responses.provider,
+    google.API: google.provider,
 }
 ALIASES = {
     "openai": openai_chat.API,
@@ -79,6 +94,34 @@ def parse_model(spec: str, base_url: str | None, thinking: ThinkingLevel) -> Mod
     return MODELS[api](model_id, **options)
 
 
+class MissingKeyError(Exception):
+    """No API key where the model needs one: told in one line, exit code 1."""
+
+
+def find_key(model: Model, api_key_env: str | None) -> str | None:
+    """The key to give the agent: the value of ``api_key_env`` when it is given, else None
+    (the provider reads its own variable). :class:`MissingKeyError` naming the variable
+    to set when the model needs a key and there is none."""
+    if api_key_env is not None:
+        key = os.environ.get(api_key_env)
+        if not key:
+            state = "empty" if key == "" else "not set"
+            raise MissingKeyError(f"--api-key-env names {api_key_env}, which is {state}")
+        return key
+    provider = PROVIDERS[model.api]()
+    if not provider.needs_key(model) or provider.api_key(model, StreamOptions()) is not None:
+        return None
+    if model.api == openai_chat.API:  # the variable of the host's provider, if it has one
+        names: tuple[str, ...] = tuple(filter(None, [OPENAI_CHAT_KEYS.get(model.provider)]))
+    else:
+        names = provider.env_keys
+    where = f"set {' or '.join(names)}, or " if names else ""
+    raise MissingKeyError(
+        f"no API key for {model.provider or model.api}: {where}"
+        "name the variable that holds it with --api-key-env NAME"
+    )
+
+
 class _Parser(argparse.ArgumentParser):
     commands: dict[str, argparse.ArgumentParser]
 
@@ -87,7 +130,8 @@ def _parser() -> _Parser:
     parser = _Parser(
         prog="trio-agent",
         description="LLM agents on Trio: a scripted demo, and runs or chats with real models.",
-        epilog="Exit codes: 0 done, 1 error, 2 usage error, 130 interrupted. "
+        epilog="Exit codes: 0 done (also when the reader of stdout leaves), 1 error (for "
+        "chat: its last run ended with one), 2 usage error, 130 interrupted. "
         "Colour only on a terminal, never with NO_COLOR set.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -119,6 +163,12 @@ def _parser() -> _Parser:
             "google-generative-ai:gemini-2.5-flash, openai-chat:llama3.2 with --base-url "
             "(default: $TRIO_AGENT_MODEL). The key comes from the provider's environment "
             "variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)",
+        )
+        command.add_argument(
+            "--api-key-env",
+            metavar="NAME",
+            help="read the API key from the environment variable NAME instead of the "
+            "provider's own (e.g. WORK_OPENAI_KEY)",
         )
         command.add_argument(
             "--base-url",
@@ -213,15 +263,10 @@ async def _load(path: Path | None) -> list[AgentMessage]:
     return messages
 
 
-def _outcome(agent: Agent) -> int:
-    last = agent.state.messages[-1] if agent.state.messages else None
-    if isinstance(last, AssistantMessage) and last.stop_reason == "error":
-        return EXIT_ERROR
-    return EXIT_OK
-
-
 async def _one_run(agent: Agent, term: Terminal, prompt: str, saves: Sequence[Path]) -> int:
-    """Run ``prompt`` to its end; the first Ctrl-C aborts it, a second stops waiting."""
+    """Run ``prompt`` to its end; the first Ctrl-C aborts it, a second stops waiting; a
+    reader of stdout that leaves aborts it too (exit code 0)."""
+    term.on_closed = agent.abort
     interrupted = False
     failure: BaseException | None = None  # raised after the nursery, not in a group
     with trio.open_signal_receiver(signal.SIGINT) as signals:
@@ -248,7 +293,11 @@ async def _one_run(agent: Agent, term: Terminal, prompt: str, saves: Sequence[Pa
         await _save_all(saves, agent.state.messages)
     if failure is not None:
         raise failure
-    return EXIT_INTERRUPTED if interrupted else _outcome(agent)
+    if term.out_closed:
+        return EXIT_OK
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR if ended_in_error(agent.state.messages) else EXIT_OK
 
 
 async def _demo(args: argparse.Namespace, term: Terminal) -> int:
@@ -263,11 +312,12 @@ async def _demo(args: argparse.Namespace, term: Terminal) -> int:
 def _real_agent(args: argparse.Namespace, messages: list[AgentMessage]) -> Agent:
     root: Path = args.root
     return Agent(
-        parse_model(args.model, args.base_url, args.thinking),
+        args.parsed_model,
         system_prompt=_system_prompt(root, args.system),
         tools=file_tools(root),
         messages=messages,
         thinking_level=args.thinking,
+        api_key=args.api_key,
     )
 
 
@@ -301,6 +351,23 @@ def main(
     """
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
+    try:
+        code = _main(argv, stdin, out, err, clock)
+        out.flush()  # here, where a reader that left can still be told from an error
+    except BrokenPipeError:  # the reader left (``| head``): a normal way to stop
+        silence(out)
+        silence(err)
+        return EXIT_OK
+    return code
+
+
+def _main(
+    argv: Sequence[str] | None,
+    stdin: TextIO | None,
+    out: TextIO,
+    err: TextIO,
+    clock: trio.abc.Clock | None,
+) -> int:
     parser = _parser()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -321,6 +388,8 @@ def main(
         if not Path(args.root).is_dir():
             raise UsageError(f"--root {args.root!r} is not a folder")
         args.root = Path(args.root).resolve()  # here, before the event loop runs
+        args.parsed_model = parse_model(args.model, args.base_url, args.thinking)
+        args.api_key = find_key(args.parsed_model, args.api_key_env)
         if args.command == "run":
             return trio.run(_run, args, term, clock=clock)
         return trio.run(_chat, args, term, sys.stdin if stdin is None else stdin, clock=clock)
@@ -328,13 +397,11 @@ def main(
         parser.commands[args.command].print_usage(err)
         print(f"trio-agent {args.command}: error: {exc}", file=err)
         return EXIT_USAGE
-    except (TrioAgentError, SessionError) as exc:
+    except (TrioAgentError, SessionError, MissingKeyError) as exc:
         term.error(str(exc))
         return EXIT_ERROR
-    except BrokenPipeError:  # the reader of stdout left (``| head``): not worth a word
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_ERROR
+    except BrokenPipeError:  # not an error to tell: main() ends quietly
+        raise
     except OSError as exc:
         term.error(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
         return EXIT_ERROR

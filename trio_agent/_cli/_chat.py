@@ -5,6 +5,11 @@ abandoned on exit), one turns SIGINT into an input, and the chat loop takes
 both from one channel, in order. A run is a task of its own, so that the
 loop keeps taking input while it goes: a line then steers the run, and
 Ctrl-C aborts it. Two Ctrl-C in a row (no line between) leave the chat.
+
+The exit code: 130 after two Ctrl-C; else 1 when the last run ended with an
+error (a provider's, or one raised), so that ``chat < questions.txt`` in a
+script fails as ``run`` would; else 0. A stdout whose reader left ends the
+chat (the run aborted) with 0.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ import trio
 
 from .._agent import Agent
 from .._errors import TrioAgentError
-from .._messages import AgentMessage
+from .._messages import AgentMessage, AssistantMessage
 from ._term import Terminal
 
-Input = tuple[Literal["line", "eof", "interrupt"], str]
+Input = tuple[Literal["line", "eof", "interrupt", "closed"], str]
 Save = Callable[[Path, Sequence[AgentMessage]], Awaitable[None]]
 
 HELP = """\
@@ -31,6 +36,12 @@ HELP = """\
   /help           this text
   /quit           leave (also Ctrl-D; Ctrl-C twice)
   Ctrl-C          abort the current run"""
+
+
+def ended_in_error(messages: Sequence[AgentMessage]) -> bool:
+    """Whether the transcript's last message is a reply that failed (``stop_reason="error"``)."""
+    last = messages[-1] if messages else None
+    return isinstance(last, AssistantMessage) and last.stop_reason == "error"
 
 
 class Chat:
@@ -46,12 +57,20 @@ class Chat:
         self.save = save
         self._interactive = bool(getattr(stdin, "isatty", lambda: False)())
         self._done: trio.Event | None = None  # set when the current run has ended
+        self._failed = False  # the last run ended with an error
+        self._closed = trio.Event()  # stdout's reader left
+        term.on_closed = self._on_closed
+
+    def _on_closed(self) -> None:
+        self.agent.abort()
+        self._closed.set()
 
     async def run(self) -> int:
         send, receive = trio.open_memory_channel[Input](0)
         with trio.open_signal_receiver(signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read_lines, send.clone())
+                nursery.start_soon(self._watch_closed, send.clone())
                 nursery.start_soon(self._forward, signals, send)
                 if self._interactive:
                     self.term.note("trio-agent chat: /help for the commands, /quit to leave")
@@ -68,6 +87,11 @@ class Chat:
                     return
                 await send.send(("line", line.rstrip("\r\n")))
 
+    async def _watch_closed(self, send: trio.MemorySendChannel[Input]) -> None:
+        async with send:
+            await self._closed.wait()
+            await send.send(("closed", ""))
+
     async def _forward(
         self, signals: AsyncIterator[int], send: trio.MemorySendChannel[Input]
     ) -> None:
@@ -83,6 +107,9 @@ class Chat:
         self._prompt()
         interrupted = False  # the last input was a Ctrl-C
         async for kind, text in inputs:
+            if kind == "closed":
+                await self._stop()
+                return 0
             if kind == "interrupt":
                 if interrupted:
                     await self._stop()
@@ -98,11 +125,11 @@ class Chat:
             interrupted = False
             if kind == "eof":
                 await self._finished()
-                return 0
+                return 0 if self.term.out_closed else self._code()
             line = text.strip()
             if line in ("/quit", "/exit"):
                 await self._stop()
-                return 0
+                return self._code()
             if line.startswith("/"):
                 await self._command(line)
             elif not line:
@@ -117,6 +144,10 @@ class Chat:
                 continue
             self._prompt()
         return 0  # not reached: the reader sends "eof" before it closes
+
+    def _code(self) -> int:
+        """The exit code of a chat left normally: 1 if its last run ended with an error."""
+        return 1 if self._failed else 0
 
     async def _command(self, line: str) -> None:
         command, _, rest = line.partition(" ")
@@ -136,8 +167,10 @@ class Chat:
             self.term.note(f"  unknown command {command!r} (/help lists them)", "yellow")
 
     async def _run(self, prompt: str, done: trio.Event) -> None:
+        self._failed = True  # until the run returns and says otherwise
         try:
             await self.agent.prompt(prompt)
+            self._failed = ended_in_error(self.agent.state.messages)
         except TrioAgentError as exc:
             self.term.error(str(exc))
         finally:

@@ -9,7 +9,10 @@ and each file's first line.
 
 from __future__ import annotations
 
+import heapq
+import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,8 @@ from .._model import Model
 from .._stream import LlmContext
 from .._tools import AgentTool, ToolUpdate
 from ..providers import faux
-from ._files import SKIPPED_DIRS, resolve_inside
+from ._confine import SKIPPED_DIRS, open_inside, read_start
+from ._files import MAX_ENTRIES, MAX_READ_BYTES
 
 TEXT_SUFFIXES = frozenset(
     {".md", ".rst", ".txt", ".toml", ".cfg", ".ini", ".py", ".json", ".yaml", ".yml"}
@@ -34,19 +38,31 @@ def prompt_for(root: Path) -> str:
 
 
 def _listing(base: Path) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
-    for path in sorted(base.iterdir(), key=lambda p: p.name):
-        if path.name.startswith(".") or path.name in SKIPPED_DIRS:
-            continue
-        if path.is_dir():
-            entries.append({"name": path.name + "/", "bytes": None})
-        elif path.is_file():
-            entries.append({"name": path.name, "bytes": path.stat().st_size})
-    return entries
+    """The first :data:`MAX_ENTRIES` folders and regular files of ``base`` (links not
+    followed), by name."""
+    with os.scandir(base) as scan:
+        shown = (
+            entry
+            for entry in scan
+            if not entry.name.startswith(".")
+            and entry.name not in SKIPPED_DIRS
+            and (entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False))
+        )
+        chosen = heapq.nsmallest(MAX_ENTRIES, shown, key=lambda entry: entry.name)
+    return [
+        {"name": entry.name + "/", "bytes": None}
+        if entry.is_dir(follow_symlinks=False)
+        else {"name": entry.name, "bytes": entry.stat(follow_symlinks=False).st_size}
+        for entry in chosen
+    ]
 
 
 def _count(base: Path, name: str) -> tuple[int, dict[str, Any]]:
-    data = resolve_inside(base, name).read_bytes()
+    """The size of ``name`` and its lines and words (of its first :data:`MAX_READ_BYTES`)."""
+    with open_inside(base, name) as file:
+        if not isinstance(file, io.FileIO):
+            raise IsADirectoryError(f"{name!r} is not a file")
+        data = read_start(file, MAX_READ_BYTES)
     text = data.decode("utf-8", errors="replace")
     lines = text.splitlines()
     first = next((line.strip() for line in lines if line.strip()), "")

@@ -3,12 +3,20 @@
 Colour is used on a stream only when it is a terminal and ``NO_COLOR`` is
 unset or empty (https://no-color.org). With ``--json`` every event is one
 line of JSON on stdout and nothing else is written there.
+
+A reader that leaves (``trio-agent demo | head -1``) is a normal way to stop, not an
+error: a write that finds its stream's pipe closed silences that stream for good
+(its descriptor is pointed at ``os.devnull``, so that what is still buffered, and
+Python's own flush at exit, go nowhere instead of failing), and a closed stdout calls
+:attr:`Terminal.on_closed`, which the command line uses to end the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Callable
 from typing import TextIO
 
 from .._events import AgentEvent
@@ -26,6 +34,18 @@ def _isatty(stream: TextIO) -> bool:
 def wants_colour(stream: TextIO) -> bool:
     """Whether to colour what goes to ``stream``."""
     return not os.environ.get("NO_COLOR", "") and _isatty(stream)
+
+
+def silence(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at ``os.devnull``: later writes and flushes (Python's
+    at exit among them) succeed and go nowhere. A stream without one is left as it is."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
 
 
 def short(text: str, width: int = 72) -> str:
@@ -48,12 +68,20 @@ def hint(error: str) -> str:
 
 
 class Terminal:
-    """The two output streams and their styles."""
+    """The two output streams and their styles.
+
+    Writing never raises ``BrokenPipeError``: a stream whose reader left is silenced
+    (:func:`silence`), and when it is stdout, :attr:`out_closed` is set and
+    :attr:`on_closed` called (once).
+    """
 
     def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool = False) -> None:
         self.out = out
         self.err = err
         self.json_lines = json_lines
+        self.out_closed = False  # stdout's reader left: nothing more is written there
+        self.err_closed = False
+        self.on_closed: Callable[[], None] | None = None
         self._colour_out = wants_colour(out)
         self._colour_err = wants_colour(err)
         # Both on one terminal: a note must not land in the middle of an answer's line.
@@ -64,16 +92,36 @@ class Terminal:
     def _style(self, text: str, style: str, colour: bool) -> str:
         return f"\x1b[{_STYLES[style]}m{text}\x1b[0m" if colour else text
 
+    def _write_out(self, text: str) -> None:
+        if self.out_closed:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            silence(self.out)
+            self.out_closed = True
+            if self.on_closed is not None:
+                self.on_closed()
+
+    def _write_err(self, text: str) -> None:
+        if self.err_closed:
+            return
+        try:
+            self.err.write(text)
+            self.err.flush()
+        except BrokenPipeError:
+            silence(self.err)
+            self.err_closed = True
+
     def answer(self, text: str) -> None:
         """Part of an answer, on stdout, as it arrives."""
-        self.out.write(text)
-        self.out.flush()
+        self._write_out(text)
         self._out_open = True
 
     def end_answer(self) -> None:
         if self._out_open:
-            self.out.write("\n")
-            self.out.flush()
+            self._write_out("\n")
             self._out_open = False
 
     def note(self, text: str, style: str = "dim") -> None:
@@ -81,14 +129,12 @@ class Terminal:
         if self._out_open and self._shared_screen:
             self.end_answer()
         if self._err_open:
-            self.err.write("\n")
+            self._write_err("\n")
             self._err_open = False
-        self.err.write(self._style(text, style, self._colour_err) + "\n")
-        self.err.flush()
+        self._write_err(self._style(text, style, self._colour_err) + "\n")
 
     def thinking(self, text: str) -> None:
-        self.err.write(self._style(text, "dim", self._colour_err))
-        self.err.flush()
+        self._write_err(self._style(text, "dim", self._colour_err))
         self._err_open = True
 
     def error(self, text: str) -> None:
@@ -98,14 +144,12 @@ class Terminal:
         self.note(line, "red")
 
     def prompt_marker(self) -> None:
-        self.err.write(self._style("> ", "bold", self._colour_err))
-        self.err.flush()
+        self._write_err(self._style("> ", "bold", self._colour_err))
 
     async def show(self, event: AgentEvent) -> None:
         """The listener: one event, as JSON or for a person."""
         if self.json_lines:
-            self.out.write(dumps(event) + "\n")
-            self.out.flush()
+            self._write_out(dumps(event) + "\n")
             return
         self._show(event)
 
@@ -119,7 +163,7 @@ class Terminal:
             elif inner.type == "thinking_delta":
                 self.thinking(inner.delta)
             elif inner.type == "thinking_end" and self._err_open:
-                self.err.write("\n")
+                self._write_err("\n")
                 self._err_open = False
         elif event.type == "tool_execution_start":
             arguments = json.dumps(event.args, ensure_ascii=False)
@@ -140,8 +184,8 @@ class Terminal:
             message = event.message
             if message.stop_reason == "error":
                 self.error(message.error_message or "the model's reply failed")
-            elif message.stop_reason == "aborted":
-                self.note("  (aborted)", "yellow")
+            elif message.stop_reason == "aborted" and not self.out_closed:
+                self.note("  (aborted)", "yellow")  # (not when the reader leaving aborted it)
             elif message.stop_reason == "length":
                 self.note("  (the reply was cut at the token limit)", "yellow")
 

@@ -1,0 +1,394 @@
+"""The command line's file tools: what they can reach, and how their work is bounded.
+
+They take their arguments from a model. Confinement: only regular files under the
+root, links resolved and refused when they lead out, links swapped in between the
+check and the open refused too, walks that follow no link. Bounds: results of at most
+``MAX_OUTPUT_CHARS``, listings of ``MAX_ENTRIES``, reads of ``MAX_LINES`` lines of
+``MAX_LINE_CHARS``; searches with RE2 (linear time, whatever the pattern) that an
+abort stops within a few lines.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from tests.test_cli import call_tool, project
+from trio_agent import Agent, AgentTool, AssistantMessage, TextContent, ToolResultMessage
+from trio_agent._cli import _files
+from trio_agent._cli._files import (
+    MAX_ENTRIES,
+    MAX_LINE_CHARS,
+    MAX_LINES,
+    MAX_OUTPUT_CHARS,
+    file_tools,
+)
+from trio_agent.providers import faux
+from trio_agent.testing import check_transcript
+
+SECRET = "the secret outside the root"
+
+
+def outside(tmp_path: Path) -> Path:
+    """A folder next to the root, with a file whose text must never come back."""
+    folder = tmp_path / "outside"
+    folder.mkdir(exist_ok=True)
+    (folder / "notes.txt").write_text(SECRET + "\n")
+    return folder
+
+
+def tools_in(root: Path) -> list[AgentTool]:
+    """The file tools over ``root`` (resolved, as the command line gives it)."""
+    return file_tools(root.resolve())
+
+
+# --- confinement --------------------------------------------------------------------------------
+
+
+async def test_search_does_not_read_a_linked_file_outside_the_root(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "passwd").symlink_to(outside(tmp_path) / "notes.txt")
+    (root / "sub" / "deeper").symlink_to(outside(tmp_path) / "notes.txt")
+    text, failed = await call_tool(tools_in(root), "search_files", pattern="secret")
+    assert (text, failed) == ("no match for 'secret'", False)
+
+
+async def test_search_does_not_walk_into_a_linked_folder_outside_the_root(
+    tmp_path: Path,
+) -> None:
+    root = project(tmp_path)
+    (root / "elsewhere").symlink_to(outside(tmp_path), target_is_directory=True)
+    tools = tools_in(root)
+    assert await call_tool(tools, "search_files", pattern="secret") == (
+        "no match for 'secret'",
+        False,
+    )
+    text, failed = await call_tool(tools, "search_files", pattern="secret", path="elsewhere")
+    assert failed
+    assert text == f"path 'elsewhere' is outside the root {str(root.resolve())!r}"
+
+
+async def test_a_link_that_stays_inside_the_root_is_read_by_its_path(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "sub" / "b.txt").symlink_to(root / "beta.txt")
+    tools = tools_in(root)
+    assert await call_tool(tools, "read_file", path="sub/b.txt") == ("Beta\nshort", False)
+    assert await call_tool(tools, "search_files", pattern="^short", path="sub/b.txt") == (
+        "beta.txt:2: short",
+        False,
+    )
+    # A walk follows no link: the file is found once, where it is.
+    assert await call_tool(tools, "search_files", pattern="^short") == (
+        "beta.txt:2: short",
+        False,
+    )
+
+
+async def test_list_files_marks_links_and_does_not_follow_them(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "elsewhere").symlink_to(outside(tmp_path), target_is_directory=True)
+    tools = tools_in(root)
+    text, failed = await call_tool(tools, "list_files")
+    assert (text, failed) == ("alpha.md\nbeta.txt\nelsewhere@\ngamma.py\nimage.bin\nsub/", False)
+    text, failed = await call_tool(tools, "list_files", path="elsewhere/")
+    assert failed
+    assert "outside the root" in text
+
+
+def swap_after_check(monkeypatch: pytest.MonkeyPatch, folder: Path, target: Path) -> list[Path]:
+    """Make ``folder`` a link to ``target`` just after the next path inside it is resolved:
+    the race a tool must lose safely (checked, then swapped, then opened)."""
+    resolved: list[Path] = []
+    original = pathlib.Path.resolve
+
+    def resolve(self: Path, strict: bool = False) -> Path:
+        result = original(self, strict)
+        if not resolved and folder in result.parents:
+            resolved.append(result)
+            folder.rename(folder.with_name("was " + folder.name))
+            folder.symlink_to(target, target_is_directory=True)
+        return result
+
+    monkeypatch.setattr(pathlib.Path, "resolve", resolve)
+    return resolved
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("read_file", {"path": "sub/notes.txt"}),
+        ("list_files", {"path": "sub/inner"}),
+        ("search_files", {"pattern": "secret", "path": "sub/inner"}),
+    ],
+)
+async def test_a_link_swapped_in_after_the_check_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, arguments: dict[str, Any]
+) -> None:
+    root = project(tmp_path).resolve()
+    (root / "sub" / "notes.txt").write_text("harmless\n")
+    (root / "sub" / "inner").mkdir()
+    away = outside(tmp_path)
+    (away / "inner").mkdir()
+    (away / "inner" / "notes.txt").write_text(SECRET + "\n")
+    tools = file_tools(root)
+    swapped = swap_after_check(monkeypatch, root / "sub", away)
+    text, failed = await call_tool(tools, name, **arguments)
+    assert swapped  # the race did happen
+    assert failed, text
+    path = arguments["path"]
+    assert text == (
+        f"path {path!r} changed while it was opened (a symbolic link appeared on the way): refused"
+    )
+
+
+async def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    os.mkfifo(root / "pipe")  # opening it to read would wait for a writer
+    tools = tools_in(root)
+    text, failed = await call_tool(tools, "read_file", path="pipe")
+    assert failed
+    assert text == "'pipe' is neither a folder nor a regular file"
+    assert await call_tool(tools, "search_files", pattern="^Beta") == ("beta.txt:1: Beta", False)
+
+
+# --- bounds -------------------------------------------------------------------------------------
+
+
+async def test_a_listing_is_cut_at_max_entries_and_says_how_many_there_are(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "many"
+    root.mkdir()
+    for number in range(MAX_ENTRIES + 500):
+        (root / f"f{number:05}").touch()
+    text, failed = await call_tool(tools_in(root), "list_files")
+    assert not failed
+    lines = text.splitlines()
+    assert lines[:2] == ["f00000", "f00001"]
+    assert len(lines) == MAX_ENTRIES + 1
+    assert lines[-1] == (
+        "[... 1,000 of the 1,500 entries of . shown: list a sub-folder, "
+        "or find files with search_files]"
+    )
+
+
+async def test_a_listing_of_long_names_is_cut_at_max_output_chars(tmp_path: Path) -> None:
+    root = tmp_path / "long"
+    root.mkdir()
+    for number in range(400):
+        (root / f"{number:03}{'n' * 240}").touch()
+    text, failed = await call_tool(tools_in(root), "list_files")
+    assert not failed
+    assert len(text) <= MAX_OUTPUT_CHARS + 200
+    shown = len(text.splitlines()) - 1
+    assert shown < 400
+    assert text.splitlines()[-1].startswith(f"[... {shown} of the 400 entries of . shown")
+
+
+async def test_search_results_are_cut_at_max_output_chars(tmp_path: Path) -> None:
+    root = tmp_path / "deep"
+    folder = root
+    for level in range(4):
+        folder = folder / (f"{level}" + "d" * 200)
+    folder.mkdir(parents=True)
+    for number in range(60):
+        (folder / f"{number:02}.txt").write_text(f"match {'x' * 300}\n" * 2)
+    text, failed = await call_tool(tools_in(root), "search_files", pattern="match")
+    assert not failed
+    assert len(text) <= MAX_OUTPUT_CHARS + 200
+    assert text.endswith(f"[... cut at {MAX_OUTPUT_CHARS:,} characters: narrow the search]")
+
+
+async def test_a_search_stops_after_max_search_files_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_files, "MAX_SEARCH_FILES", 3)
+    root = tmp_path / "five"
+    root.mkdir()
+    for number in range(5):
+        (root / f"{number}.txt").write_text("hit\n")
+    text, failed = await call_tool(tools_in(root), "search_files", pattern="hit")
+    assert (text, failed) == (
+        "0.txt:1: hit\n1.txt:1: hit\n2.txt:1: hit\n"
+        "[... stopped after 3 files and 12 bytes, as far as one search goes: "
+        "search a sub-folder]",
+        False,
+    )
+
+
+async def test_search_finds_no_line_after_the_last_newline(tmp_path: Path) -> None:
+    text, failed = await call_tool(tools_in(project(tmp_path)), "search_files", pattern="^$")
+    assert (text, failed) == ("no match for '^$'", False)
+
+
+async def test_search_shows_long_lines_around_their_match(tmp_path: Path) -> None:
+    root = tmp_path / "wide"
+    root.mkdir()
+    (root / "min.js").write_text("a" * 5000 + "needle" + "b" * 5000 + "\n")
+    text, failed = await call_tool(tools_in(root), "search_files", pattern="needle")
+    assert not failed
+    assert text.startswith("min.js:1: …aaa")
+    assert "needle" in text
+    assert len(text) < 250
+
+
+async def test_read_file_gives_at_most_max_lines_whatever_the_limit(tmp_path: Path) -> None:
+    root = tmp_path / "long"
+    root.mkdir()
+    (root / "log.txt").write_text("".join(f"line {n}\n" for n in range(1, 5001)))
+    text, failed = await call_tool(tools_in(root), "read_file", path="log.txt", limit=10**9)
+    assert not failed
+    lines = text.splitlines()
+    assert len(lines) == MAX_LINES + 1
+    assert lines[-1] == "[... lines 1-2000 of 5000; read on with offset=2001]"
+
+
+async def test_read_file_cuts_a_huge_line(tmp_path: Path) -> None:
+    root = tmp_path / "wide"
+    root.mkdir()
+    (root / "data.json").write_text("[" + "1," * 100_000 + "1]\nend\n")
+    text, failed = await call_tool(tools_in(root), "read_file", path="data.json")
+    assert not failed
+    first, second = text.splitlines()
+    assert first == "[" + "1," * 999 + "1 [... line 1 cut: 200,003 characters]"
+    assert len(first) < MAX_LINE_CHARS + 50
+    assert second == "end"
+
+
+async def test_read_file_cuts_its_result_at_max_output_chars(tmp_path: Path) -> None:
+    root = tmp_path / "wide"
+    root.mkdir()
+    (root / "wide.txt").write_text(("w" * 1000 + "\n") * 200)
+    text, failed = await call_tool(tools_in(root), "read_file", path="wide.txt")
+    assert not failed
+    assert len(text) <= MAX_OUTPUT_CHARS + 100
+    assert text.splitlines()[-1] == "[... lines 1-49 of 200; read on with offset=50]"
+
+
+@pytest.mark.parametrize(
+    ("content", "arguments", "expected"),
+    [
+        ("", {}, ("(empty file)", False)),
+        (
+            "one\ntwo\n",
+            {"offset": 3},
+            ("offset 3 is past the end of 'f.txt', which has 2 lines", True),
+        ),
+    ],
+)
+async def test_read_file_never_answers_with_empty_text(
+    tmp_path: Path, content: str, arguments: dict[str, Any], expected: tuple[str, bool]
+) -> None:
+    """(An empty text block is refused by some providers.)"""
+    (tmp_path / "f.txt").write_text(content)
+    tools = tools_in(tmp_path)
+    assert await call_tool(tools, "read_file", path="f.txt", **arguments) == expected
+
+
+# --- the pattern language -----------------------------------------------------------------------
+
+BACKTRACKING = "(a+)+$"  # exponential in Python's re on a line of a's that ends otherwise
+
+
+def test_a_pattern_that_backtracks_takes_linear_time(tmp_path: Path) -> None:
+    """Python's ``re`` would take hours on one such line, and nothing could stop it; RE2
+    is linear. In a process of its own, so that a regression fails at the bound instead
+    of holding the test run."""
+    root = tmp_path / "tree"
+    for folder in range(20):
+        (root / f"{folder:02}").mkdir(parents=True)
+        for number in range(10):
+            (root / f"{folder:02}" / f"{number}.txt").write_text(("a" * 40 + "!\n") * 100)
+    script = textwrap.dedent(
+        f"""
+        import pathlib, trio
+        from trio_agent._cli._files import file_tools
+        (search,) = [t for t in file_tools(pathlib.Path({str(root.resolve())!r}))
+                     if t.name == "search_files"]
+        async def main():
+            result = await search.execute("id", {{"pattern": {BACKTRACKING!r}}}, print)
+            print(result.content[0].text)
+        trio.run(main)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"no match for {BACKTRACKING!r}\n"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "error"),
+    [
+        (
+            "(?=a)",
+            "pattern '(?=a)' is not a regular expression RE2 accepts: invalid perl operator: "
+            "(?= (RE2 has no backreferences and no lookaround)",
+        ),
+        ("x" * 1001, "pattern is 1,001 characters long; at most 1,000"),
+    ],
+)
+async def test_a_pattern_re2_refuses_is_a_clear_error(
+    tmp_path: Path, pattern: str, error: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    text, failed = await call_tool(
+        file_tools(project(tmp_path).resolve()), "search_files", pattern=pattern
+    )
+    assert (text, failed) == (error, True)
+    assert capfd.readouterr().err == ""  # RE2 logs nothing of its own
+
+
+async def test_an_abort_stops_a_search_of_a_big_tree_within_a_few_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The run is aborted while the search works through a tree of lines that would
+    backtrack in Python's ``re``: the search stops at its next poll (within 256 lines),
+    every call gets its result, and no time passes."""
+    root = tmp_path / "tree"
+    for folder in range(10):
+        (root / f"{folder}").mkdir(parents=True)
+        for number in range(10):
+            (root / f"{folder}" / f"{number}.txt").write_text(("a" * 40 + "!\n") * 1000)
+    model = faux.model(
+        [faux.reply("Searching.", faux.tool_call("search_files", {"pattern": BACKTRACKING})), "-"]
+    )
+    agent = Agent(model, tools=tools_in(root))
+    searched = 0
+    compile_pattern = _files._compile
+
+    class Counting:
+        """The pattern, counting the lines it is matched against; in the middle of the
+        second file it aborts the run (in the Trio thread, as Ctrl-C would) and goes on."""
+
+        def __init__(self, regex: Any) -> None:
+            self.regex = regex
+
+        def search(self, line: bytes) -> Any:
+            nonlocal searched
+            searched += 1
+            if searched == 1500:
+                trio.from_thread.run_sync(agent.abort)
+            return self.regex.search(line)
+
+    monkeypatch.setattr(_files, "_compile", lambda pattern: Counting(compile_pattern(pattern)))
+    start = trio.current_time()
+    await agent.prompt("Find it")
+    assert trio.current_time() == start
+    assert 1500 <= searched <= 1500 + 256  # stopped at the next poll, within 256 lines
+    check_transcript(agent.state.messages)
+    (result,) = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+    assert result.is_error
+    assert result.content == (TextContent(text="Operation aborted"),)
+    last = agent.state.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "aborted"
