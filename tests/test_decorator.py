@@ -17,10 +17,12 @@ import pytest
 import trio
 import trio.testing
 
+from trio_agent import AgentContext, AgentEvent, AgentLoopConfig, run_agent_loop
 from trio_agent._decorator import tool
 from trio_agent._errors import ToolDefinitionError
-from trio_agent._messages import ToolResult
+from trio_agent._messages import TextContent, ToolResult, ToolResultMessage, UserMessage
 from trio_agent._tools import AgentTool, ToolUpdate
+from trio_agent.providers import faux
 
 if TYPE_CHECKING:
     from pathlib import Path as CheckedPath  # unresolvable at run time, on purpose
@@ -463,6 +465,57 @@ async def test_a_tuple_parameter_gets_a_tuple() -> None:
         return repr(items)
 
     assert ToolResult.text("('a', 'b')") == await f.execute("call-1", {"items": ["a", "b"]}, ignore)
+
+
+@tool
+async def find(query: str, limit: int | None = None, height: int = 100) -> str:
+    """Find things."""
+    await trio.lowlevel.checkpoint()
+    return repr((query, limit, height))
+
+
+async def test_a_null_for_a_parameter_with_a_default_gives_the_default() -> None:
+    # `limit` allows None, so its null stays; `height` does not, so its null is dropped.
+    args = find.validate_arguments({"query": "q", "limit": None, "height": None})
+    assert ToolResult.text("('q', None, 100)") == await find.execute("call-1", args, ignore)
+
+
+async def test_the_loop_gives_a_tool_its_defaults_for_nulls() -> None:
+    call = faux.tool_call("find", {"query": "q", "limit": None, "height": None}, id="t1")
+
+    async def listener(event: AgentEvent) -> None:
+        await trio.lowlevel.checkpoint()
+
+    messages = await run_agent_loop(
+        [UserMessage.text("go")],
+        AgentContext(tools=[find]),
+        AgentLoopConfig(model=faux.model([faux.reply(call), "done"])),
+        listener,
+    )
+
+    results = [m for m in messages if isinstance(m, ToolResultMessage)]
+    expected = [(False, (TextContent("('q', None, 100)"),))]
+    assert expected == [(m.is_error, m.content) for m in results]
+
+
+async def test_a_null_for_a_typeddict_key_that_is_not_required_leaves_it_out() -> None:
+    @tool
+    async def f(point: Point) -> str:
+        await trio.lowlevel.checkpoint()
+        return repr(point)
+
+    args = f.validate_arguments({"point": {"x": 1, "y": 2, "label": None}})
+    assert ToolResult.text(repr({"x": 1, "y": 2})) == await f.execute("call-1", args, ignore)
+
+
+async def test_a_null_for_a_required_optional_parameter_is_none() -> None:
+    @tool
+    async def f(maybe: int | None, color: Color | None) -> str:
+        await trio.lowlevel.checkpoint()
+        return repr((maybe, color))
+
+    args = f.validate_arguments({"maybe": None, "color": None})
+    assert ToolResult.text("(None, None)") == await f.execute("call-1", args, ignore)
 
 
 async def test_an_async_tool_runs_in_the_trio_thread() -> None:

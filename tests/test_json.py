@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trio_agent import (
@@ -46,6 +49,7 @@ from trio_agent import (
     to_json,
 )
 from trio_agent._json import _ALL_MESSAGES
+from trio_agent._messages import UserContent
 
 
 @register_message_kind
@@ -57,6 +61,21 @@ class Bookmark:
     label: str
     created_at: int
     note: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class OutlineNode:
+    label: str
+    children: list[OutlineNode] = attrs.field(factory=list)
+
+
+@register_message_kind
+@attrs.frozen(kw_only=True)
+class Outline:
+    """An application's message kind whose data nests without bound."""
+
+    role: ClassVar[str] = "outline"
+    root: OutlineNode
 
 
 ZERO_USAGE_JSON: dict[str, Any] = {
@@ -609,7 +628,7 @@ def test_object_for_content_is_an_error() -> None:
     bad = {"role": "assistant", "content": {"type": "text", "text": "x"}}
     expected = (
         "invalid transcript:\n"
-        "  expected a JSON array, got dict {'type': 'text', 'text': 'x'} @ $[0].content"
+        "  expected a JSON array, got dict {'text': 'x', 'type': 'text'} @ $[0].content"
     )
     assert expected == problem_of([bad])
 
@@ -696,6 +715,85 @@ def test_from_json_error_names_the_path() -> None:
         from_json([USER, {**USER, "content": [{"type": "image", "data": "A"}]}])
     expected = "invalid transcript:\n  required field missing @ $[1].content[0].mimeType"
     assert expected == str(info.value)
+
+
+# ------------------------------------------------------------------ untrusted text
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    """``inner`` inside ``depth`` JSON arrays."""
+    return "[" * depth + inner + "]" * depth
+
+
+TOO_DEEP = 10 * sys.getrecursionlimit()
+
+
+def test_json_nested_deeper_than_the_parser_goes_is_an_error() -> None:
+    expected = (
+        "not readable JSON: arrays and objects nested too deeply (past Python's recursion limit)"
+    )
+    assert expected == problem(nested(TOO_DEEP))
+
+
+def test_deeply_nested_tool_arguments_are_an_error() -> None:
+    call = {"type": "toolCall", "id": "c", "name": "f", "arguments": {"a": "@"}}
+    text = json.dumps([{"role": "assistant", "content": [call]}]).replace('"@"', nested(TOO_DEEP))
+    expected = (
+        "not readable JSON: arrays and objects nested too deeply (past Python's recursion limit)"
+    )
+    assert expected == problem(text)
+
+
+def cost_total(number: str) -> str:
+    """A transcript whose one message's ``usage.cost.total`` is the JSON text ``number``."""
+    cost = {**ZERO_USAGE_JSON["cost"], "total": "@"}
+    message = {"role": "assistant", "usage": {**ZERO_USAGE_JSON, "cost": cost}}
+    return json.dumps([message]).replace('"@"', number)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json(constant: str) -> None:
+    expected = f"not valid JSON: {constant} is not a JSON value"
+    assert expected == problem(cost_total(constant))
+
+
+def test_number_too_large_for_a_float_is_an_error() -> None:
+    expected = (
+        "invalid transcript:\n  expected a finite number, got float inf @ $[0].usage.cost.total"
+    )
+    assert expected == problem(cost_total("1e400"))
+
+
+def test_integer_too_large_for_a_float_is_an_error() -> None:
+    shown = "1" + "0" * 27 + "..." + "0" * 29
+    expected = (
+        "invalid transcript:\n"
+        f"  expected a number that fits a float, got int {shown} @ $[0].usage.cost.total"
+    )
+    assert expected == problem(cost_total("1" + "0" * 400))
+
+
+def test_a_wrong_value_is_shown_briefly_however_deep_it_nests() -> None:
+    deep: Any = 1
+    for _ in range(TOO_DEEP):
+        deep = [deep]
+    expected = "invalid transcript:\n  expected an integer, got list [[[...]]] @ $[0].timestamp"
+    with pytest.raises(TranscriptError) as info:
+        from_json([{**USER, "timestamp": deep}])
+    assert expected == str(info.value)
+
+
+def test_a_message_kind_nested_deeper_than_python_goes_is_an_error() -> None:
+    root: dict[str, Any] = {"label": "leaf"}
+    for _ in range(TOO_DEEP):
+        root = {"label": "x", "children": [root]}
+    with pytest.raises(TranscriptError) as info:
+        from_json([{"role": "outline", "root": root}])
+    expected = (
+        "invalid transcript:\n"
+        "  nested too deeply to read (past Python's recursion limit) @ $[0].root.children[0]"
+    )
+    assert expected == str(info.value)[: len(expected)]
 
 
 # ------------------------------------------------------------------ custom message kinds
@@ -994,3 +1092,145 @@ transcripts = st.lists(
 @given(transcripts)
 def test_any_transcript_survives_a_round_trip(messages: list[Any]) -> None:
     assert messages == loads(dumps(messages))
+
+
+# ------------------------------------------------------------------ property: untrusted text
+#
+# loads' promise for any text at all: a value of the type asked for, or a TranscriptError.
+# Anything else (RecursionError, OverflowError, AttributeError, ...) escaping fails these.
+
+PI_TRANSCRIPT: list[dict[str, Any]] = [
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "hi"},
+            {"type": "image", "data": "AA==", "mimeType": "image/png"},
+        ],
+        "timestamp": 1,
+    },
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "t", "thinkingSignature": "s"},
+            {"type": "text", "text": "x"},
+            {"type": "toolCall", "id": "c1", "name": "f", "arguments": {"a": [1, {"b": None}]}},
+        ],
+        "api": "a",
+        "provider": "p",
+        "model": "m",
+        "usage": USAGE_JSON,
+        "stopReason": "toolUse",
+        "timestamp": 2,
+    },
+    {
+        "role": "toolResult",
+        "toolCallId": "c1",
+        "toolName": "f",
+        "content": [{"type": "text", "text": "ok"}],
+        "details": {"k": [1, 2]},
+        "isError": False,
+        "timestamp": 3,
+    },
+]
+READ_AS: list[Any] = [
+    list[AgentMessage],
+    AgentMessage,
+    UserMessage,
+    AssistantMessage,
+    ToolResultMessage,
+    Usage,
+    Cost,
+    ToolCall,
+    AssistantContent,
+    UserContent,
+    list[UserMessage],
+]
+KEYS = st.sampled_from(sorted({key for message in PI_TRANSCRIPT for key in message})) | st.text(
+    max_size=4
+)
+untrusted_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()  # NaN and the infinities too: json.dumps writes them as NaN, Infinity
+    | st.text(max_size=6)
+    | st.sampled_from(["user", "assistant", "toolResult", "text", "toolCall", "image", "stop"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5),
+    max_leaves=20,
+)
+
+
+def locations(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every value inside ``value``, itself included."""
+    yield at
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from locations(item, (*at, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from locations(item, (*at, index))
+
+
+PI_LOCATIONS = list(locations(PI_TRANSCRIPT))
+
+
+def replaced(at: tuple[Any, ...], new: Any) -> Any:
+    """A copy of PI_TRANSCRIPT with the value at ``at`` replaced by ``new``."""
+    if not at:
+        return new
+    copy = json.loads(json.dumps(PI_TRANSCRIPT))
+    parent = copy
+    for step in at[:-1]:
+        parent = parent[step]
+    parent[at[-1]] = new
+    return copy
+
+
+def read_or_refuse(text: str | bytes, into: Any = list[AgentMessage]) -> None:
+    with contextlib.suppress(TranscriptError):
+        loads(text, into)
+
+
+@settings(max_examples=300)
+@given(untrusted_values, st.sampled_from(READ_AS))
+def test_any_json_value_is_read_or_refused(value: Any, into: Any) -> None:
+    read_or_refuse(json.dumps(value), into)
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(PI_LOCATIONS), untrusted_values)
+def test_a_transcript_with_any_value_anywhere_is_read_or_refused(
+    at: tuple[Any, ...], value: Any
+) -> None:
+    read_or_refuse(json.dumps(replaced(at, value)))
+
+
+@settings(max_examples=100)
+@given(
+    st.sampled_from(PI_LOCATIONS),
+    st.integers(min_value=1, max_value=3 * sys.getrecursionlimit()),
+    st.sampled_from([("[", "]"), ('{"a": ', "}"), ('{"role": "user", "content": ', "}")]),
+)
+def test_a_transcript_with_deep_nesting_anywhere_is_read_or_refused(
+    at: tuple[Any, ...], depth: int, brackets: tuple[str, str]
+) -> None:
+    opening, closing = brackets
+    deep = opening * depth + "1" + closing * depth
+    read_or_refuse(json.dumps(replaced(at, "@@")).replace('"@@"', deep))
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_a_transcript_with_its_text_spliced_is_read_or_refused(data: st.DataObject) -> None:
+    text = json.dumps(PI_TRANSCRIPT)
+    start = data.draw(st.integers(min_value=0, max_value=len(text)))
+    end = data.draw(st.integers(min_value=start, max_value=min(len(text), start + 8)))
+    insert = data.draw(st.text(alphabet='[]{}",:-+.0123456789eENaInfinityulltrsf\\', max_size=8))
+    spliced = text[:start] + insert + text[end:]
+    read_or_refuse(spliced.encode() if data.draw(st.booleans()) else spliced)
+
+
+@settings(max_examples=100)
+@given(st.binary(max_size=40))
+def test_any_bytes_are_read_or_refused(data: bytes) -> None:
+    read_or_refuse(data)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests._support import echo
 from trio_agent._errors import ToolArgumentsError, ToolDefinitionError
+from trio_agent._tools import AgentTool
 from trio_agent._validation import ArgumentValidator, compile_validator
 
 ECHO = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
@@ -37,7 +40,8 @@ def one_property(sub: dict[str, Any]) -> dict[str, Any]:
 
 
 def coerced(sub: dict[str, Any], value: Any) -> Any:
-    return validate(one_property(sub), {"v": value})["v"]
+    """``value`` coerced as a required property of schema ``sub`` (an optional one drops null)."""
+    return validate({**one_property(sub), "required": ["v"]}, {"v": value})["v"]
 
 
 # ------------------------------------------------------------------ recorded pi outputs
@@ -178,10 +182,19 @@ def test_any_of_keeps_the_first_member_that_validates() -> None:
     assert expected == (coerced(schema, "true"), coerced(schema, "5"))
 
 
-def test_any_of_member_order_decides_even_for_a_valid_value() -> None:
-    # pi's algorithm, so validate is not idempotent for every schema.
-    expected = 1
-    assert expected == coerced({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, True)
+def test_any_of_keeps_a_value_that_a_later_member_accepts_as_it_is() -> None:
+    # pi 0.85: no member coerces a value that some member already accepts.
+    expected = (True, 5)
+    actual = (
+        coerced({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, True),
+        coerced({"anyOf": [{"type": "string"}, {"type": "integer"}]}, 5),
+    )
+    assert expected == actual
+
+
+def test_any_of_keeps_null_that_a_null_member_accepts() -> None:
+    expected = None
+    assert expected == coerced({"anyOf": [{"type": "integer"}, {"type": "null"}]}, None)
 
 
 def test_one_of_is_coerced_like_any_of() -> None:
@@ -448,8 +461,8 @@ MIXED = {
         "f": {"type": "number"},
         "b": {"type": "boolean"},
         "z": {"type": "null"},
-        # Not [integer, boolean]: pi would turn its own `true` into 1 on a second pass.
         "u": {"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 3}]},
+        "w": {"anyOf": [{"type": "integer"}, {"type": "boolean"}]},
         "m": {"type": ["integer", "string"]},
         "a": {"type": "array", "items": {"type": "number"}},
         "o": {
@@ -504,10 +517,17 @@ def test_fast_path_agrees_with_jsonschema(arguments: dict[str, Any]) -> None:
     assert outcome(SLOW_VALIDATOR) == outcome(FLAT_VALIDATOR)
 
 
-def test_unresolvable_reference_is_an_unknown_error() -> None:
-    schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
-    expected = 'Validation failed for tool "t":\nUnknown validation error\n\nReceived'
-    assert expected == failure(schema, {"a": 1}).partition(" arguments:")[0]
+@given(FLAT_ARGUMENTS)
+def test_nulls_are_dropped_kept_or_coerced_by_pis_rules(arguments: dict[str, Any]) -> None:
+    try:
+        result = FLAT_VALIDATOR.validate("flat", arguments)
+    except ToolArgumentsError:
+        return
+    # "f" (optional, a number) refuses null: dropped. "n" (optional, integer or null) takes it:
+    # kept. "s" (required, a string): coerced to "", as pi does.
+    assert ("f" in result) == ("f" in arguments and arguments["f"] is not None)
+    assert "n" not in arguments or arguments["n"] is not None or result["n"] is None
+    assert arguments["s"] is not None or result["s"] == ""
 
 
 def test_arguments_that_are_not_an_object() -> None:
@@ -515,3 +535,229 @@ def test_arguments_that_are_not_an_object() -> None:
         'Validation failed for tool "echo":\n  - root: must be object\n\nReceived arguments:\nnull'
     )
     assert expected == failure(ECHO, None, tool="echo")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ optional nulls (pi 0.85)
+
+FIND = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+        "height": {"type": "integer", "default": 100},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+def agent_tool(parameters: dict[str, Any], name: str = "find") -> AgentTool:
+    return AgentTool(name=name, description="", parameters=parameters, execute=echo)
+
+
+def test_agent_tool_drops_a_null_its_optional_property_refuses_and_keeps_one_it_takes() -> None:
+    arguments = {"query": "q", "limit": None, "height": None}
+    expected = ({"query": "q", "limit": None}, {"query": "q", "limit": None, "height": None})
+    assert expected == (agent_tool(FIND).validate_arguments(arguments), arguments)
+
+
+@pytest.mark.parametrize(
+    "sub",
+    [
+        {"type": "string"},
+        {"type": "boolean"},
+        {"type": "object"},
+        {"enum": ["a", "b"]},
+        {"allOf": [{"type": "integer"}]},
+        {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+    ],
+)
+def test_null_for_an_optional_property_that_refuses_it_is_dropped(sub: dict[str, Any]) -> None:
+    expected: dict[str, Any] = {}
+    assert expected == validate(one_property(sub), {"v": None})
+
+
+@pytest.mark.parametrize(
+    "sub", [{}, {"type": ["integer", "null"]}, {"const": None}, {"enum": ["a", None]}]
+)
+def test_null_for_an_optional_property_that_takes_it_is_kept(sub: dict[str, Any]) -> None:
+    expected = {"v": None}
+    assert expected == validate(one_property(sub), {"v": None})
+
+
+def test_null_for_an_optional_property_under_a_reference_is_kept() -> None:
+    # pi does not look at a reference's target, so the null meets the validator.
+    schema = {
+        "type": "object",
+        "$defs": {"count": {"type": "integer"}},
+        "properties": {"n": {"$ref": "#/$defs/count"}},
+    }
+    expected = ["  - n: must be integer"]
+    assert expected == error_lines(schema, {"n": None})
+
+
+def test_nulls_are_dropped_in_nested_properties_and_array_items() -> None:
+    row = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {"o": row, "rows": {"type": "array", "items": row}},
+        "required": ["o"],
+    }
+    arguments = {"o": {"a": None, "b": "x"}, "rows": [{"a": None}, {"a": 1, "b": None}]}
+    expected = {"o": {"b": "x"}, "rows": [{}, {"a": 1}]}
+    assert expected == validate(schema, arguments)
+
+
+def test_nulls_are_dropped_in_tuple_items_of_draft_7() -> None:
+    row = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"t": {"type": "array", "items": [row, {"type": "integer"}]}},
+    }
+    expected = {"t": [{}, 0]}
+    assert expected == validate(schema, {"t": [{"a": None}, None]})
+
+
+def test_nulls_under_additional_properties_or_a_union_are_coerced_as_pi_does() -> None:
+    # pi's normalizeOptionalNulls follows `properties` and `items` only.
+    schema = {
+        "type": "object",
+        "properties": {
+            "m": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "u": {
+                "anyOf": [
+                    {"type": "object", "properties": {"a": {"type": "integer"}}},
+                    {"type": "null"},
+                ]
+            },
+        },
+    }
+    expected = {"m": {"a": 0}, "u": {"a": 0}}
+    assert expected == validate(schema, {"m": {"a": None}, "u": {"a": None}})
+
+
+def test_null_for_a_required_property_is_coerced_as_pi_does() -> None:
+    expected = {"query": ""}
+    assert expected == agent_tool(FIND).validate_arguments({"query": None})
+
+
+# ------------------------------------------------------------------ references
+
+
+def definition_error(schema: dict[str, Any], name: str = "broken") -> str:
+    with pytest.raises(ToolDefinitionError) as info:
+        agent_tool(schema, name=name)
+    return str(info.value)
+
+
+def test_unresolvable_reference_is_a_definition_error_naming_the_tool_and_the_ref() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}
+    expected = (
+        "tool 'broken': parameters has a $ref that does not resolve: '#/$defs/missing'"
+        " (at $.properties.a; the schema has nothing at that pointer)"
+    )
+    assert expected == definition_error(schema)
+
+
+@pytest.mark.parametrize(
+    ("ref", "reason"),
+    [
+        ("#nowhere", "the schema has no such anchor"),
+        (
+            "https://example.com/schema.json",
+            "it is not this schema nor a JSON Schema meta-schema, and nothing is fetched",
+        ),
+        (
+            "other.json",
+            "it is not this schema nor a JSON Schema meta-schema, and nothing is fetched",
+        ),
+    ],
+)
+def test_reference_that_does_not_resolve_here_is_a_definition_error(ref: str, reason: str) -> None:
+    schema = {"type": "object", "properties": {"list": {"type": "array", "items": {"$ref": ref}}}}
+    expected = (
+        f"tool 'broken': parameters has a $ref that does not resolve: {ref!r}"
+        f" (at $.properties.list.items; {reason})"
+    )
+    assert expected == definition_error(schema)
+
+
+def test_reference_to_something_that_is_not_a_schema_is_a_definition_error() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "#/required"}}, "required": []}
+    expected = (
+        "tool 'broken': parameters has a $ref '#/required' (at $.properties.a)"
+        " that points at a list, not a schema"
+    )
+    assert expected == definition_error(schema)
+
+
+def test_cycle_of_references_in_place_is_a_definition_error() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}},
+        "properties": {"x": {"$ref": "#/$defs/a"}},
+    }
+    expected = (
+        "tool 'broken': parameters has a cycle of references that never moves into a property"
+        " or an item, so validating a value that reaches it would never end:"
+        " $['$defs'].a -> $['$defs'].b -> $['$defs'].b.allOf[0] -> $['$defs'].a"
+    )
+    assert expected == definition_error(schema)
+
+
+def test_references_that_resolve_are_accepted() -> None:
+    schema = {
+        "$id": "https://example.com/tree.json",
+        "type": "object",
+        "$defs": {
+            "n": {"$anchor": "count", "type": "integer"},
+            "other": {"$id": "other.json", "type": "string"},
+        },
+        "properties": {
+            "kids": {"type": "array", "items": {"$ref": "#"}},
+            "size": {"$ref": "#count"},
+            "name": {"$ref": "other.json"},
+            "by_pointer": {"$ref": "#/$defs/n"},
+            "schema": {"$ref": "https://json-schema.org/draft/2020-12/schema"},
+        },
+    }
+    arguments = {"kids": [{"kids": []}], "size": 3, "name": "x", "by_pointer": 4, "schema": {}}
+    expected = dict(arguments)
+    assert expected == agent_tool(schema).validate_arguments(arguments)
+
+
+def test_member_that_refers_to_the_whole_schema_is_checked_without_endless_recursion() -> None:
+    # Coercion checks a union's members on their own, where "#" is the member itself.
+    schema = {
+        "type": "object",
+        "properties": {"a": {"anyOf": [{"type": "integer"}, {"$ref": "#"}]}},
+    }
+    expected = [
+        "  - a: must be integer",
+        "  - a: must be object",
+        "  - a: must match a schema in anyOf",
+    ]
+    assert expected == error_lines(schema, {"a": "x"})
+
+
+def test_schema_nested_past_the_recursion_limit_is_a_definition_error() -> None:
+    deep: dict[str, Any] = {}
+    for _ in range(sys.getrecursionlimit()):
+        deep = {"items": deep}
+    expected = (
+        "tool 'broken': parameters is nested too deeply to compile (past Python's recursion limit)"
+    )
+    assert expected == definition_error({"type": "object", "properties": {"a": deep}})
+
+
+def test_arguments_nested_past_the_recursion_limit_are_an_argument_error() -> None:
+    deep: Any = []
+    for _ in range(sys.getrecursionlimit()):
+        deep = [deep]
+    expected = (
+        'Validation failed for tool "echo":\n'
+        "  - root: must not be nested so deeply (past Python's recursion limit)\n\n"
+        "Received arguments:\n(too deeply nested to show)"
+    )
+    assert expected == failure(ECHO, {"value": deep}, tool="echo")

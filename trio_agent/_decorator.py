@@ -37,6 +37,12 @@ A bare ``list``/``Sequence``/``tuple`` is ``{"type": "array"}``, a bare ``dict``
 unchanged. A parameter with a default is not required, and carries ``"default"`` when the default
 is representable in JSON. ``Annotated`` descriptions win over the docstring's.
 
+Models often send ``null`` for an argument they mean to leave out. Validation (pi's rule, see
+:mod:`trio_agent._validation`) drops a ``null`` for a parameter with a default whose annotation
+does not allow ``None``, so the function's default applies (``height: int = 100`` gets 100, not
+0); a ``null`` for ``T | None`` stays ``None``. Likewise a ``TypedDict`` key that is not
+required is left out when its value is a ``null`` its type does not allow.
+
 Two parameters are injected rather than described: ``tool_call_id`` (``str``) gets the call's id,
 and ``on_update`` (``ToolUpdate``, or unannotated) the progress callback. Anything else the
 decorator cannot describe (positional-only parameters, ``*args``, ``**kwargs``, a missing or

@@ -41,8 +41,9 @@ class ToolArgumentsError(TrioAgentError, ValueError):
 
 
 class ToolDefinitionError(TrioAgentError, ValueError):
-    """A tool cannot be built: its schema is not valid JSON Schema, or the
-    function given to :func:`trio_agent.tool` has a signature we cannot describe."""
+    """A tool cannot be built: its schema is not valid JSON Schema (or has a ``$ref`` that does
+    not resolve within it), or the function given to :func:`trio_agent.tool` has a signature we
+    cannot describe. The message names the tool and the problem."""
 
 
 class TranscriptError(TrioAgentError, ValueError):

@@ -11,12 +11,18 @@ pi-based tools and the other way round.
 Reading is strict: unknown keys, unknown roles or block types, and values of
 the wrong type are a :class:`~trio_agent.TranscriptError` listing every
 problem with its path (``$[3].content[0].text``). Missing optional keys take
-their defaults (a missing timestamp is now).
+their defaults (a missing timestamp is now). A transcript is untrusted input
+(a file, a peer's message), so whatever the text, :func:`loads` returns or
+raises ``TranscriptError``: text that is not JSON (``NaN`` and ``Infinity``
+included, which pi's ``JSON.parse`` refuses too), nesting deeper than Python's
+parser can follow, numbers no float can hold, and wrong types at any depth.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import reprlib
 import typing
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -76,6 +82,22 @@ T = TypeVar("T")
 _converter = cattrs.Converter(forbid_extra_keys=True)
 
 
+_PREVIEW = reprlib.Repr()
+_PREVIEW.maxlevel = 2
+_PREVIEW.maxstring = _PREVIEW.maxother = _PREVIEW.maxlong = 60
+
+
+def _shown(value: Any) -> str:
+    """``int 5``, ``str 'hi'``, ``list [[...]]``: a value's type and a short ``repr`` of it, for
+    error messages. Bounded in depth and length, so a huge or deeply nested value costs little
+    and cannot exhaust the stack."""
+    try:
+        text = _PREVIEW.repr(value)
+    except ValueError:  # an int longer than Python converts to text
+        text = "..."
+    return f"{type(value).__name__} {text}"
+
+
 def _strict(kind: type[Any], what: str, *accepted: type[Any]) -> Callable[[Any, Any], Any]:
     """A structure hook taking only JSON values of ``kind``.
 
@@ -85,10 +107,28 @@ def _strict(kind: type[Any], what: str, *accepted: type[Any]) -> Callable[[Any, 
 
     def structure(value: Any, _: Any) -> Any:
         if not isinstance(value, accepted) or (isinstance(value, bool) and kind is not bool):
-            raise TypeError(f"expected {what}, got {type(value).__name__} {value!r:.60}")
+            raise TypeError(f"expected {what}, got {_shown(value)}")
         return kind(value)
 
     return structure
+
+
+def _number(value: Any, _: Any) -> float:
+    """A structure hook for ``float`` fields: a finite JSON number.
+
+    ``NaN`` and the infinities (``1e999`` parses as one) would be written back as
+    ``NaN`` / ``Infinity``, which is not JSON; an integer past a float's range has no
+    float to become.
+    """
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(f"expected a number, got {_shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"expected a number that fits a float, got {_shown(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {_shown(value)}")
+    return number
 
 
 def _json_array(factory: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
@@ -103,7 +143,7 @@ def _json_array(factory: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
 
         def structure(value: Any, cls: Any) -> Any:
             if not isinstance(value, list | tuple):
-                raise TypeError(f"expected a JSON array, got {type(value).__name__} {value!r:.60}")
+                raise TypeError(f"expected a JSON array, got {_shown(value)}")
             return inner(value, cls)
 
         return structure
@@ -114,7 +154,7 @@ def _json_array(factory: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
 # Registered before any class hook is generated (they capture their fields' hooks).
 _converter.register_structure_hook(str, _strict(str, "a string", str))
 _converter.register_structure_hook(int, _strict(int, "an integer", int))
-_converter.register_structure_hook(float, _strict(float, "a number", int, float))
+_converter.register_structure_hook(float, _number)
 _converter.register_structure_hook(bool, _strict(bool, "true or false", bool))
 
 
@@ -234,10 +274,7 @@ def _user_content(data: Any, _: Any) -> str | tuple[UserContent, ...]:
     if isinstance(data, str):
         return data
     if not isinstance(data, list | tuple):
-        raise TypeError(
-            f"expected a string or a JSON array of content blocks, "
-            f"got {type(data).__name__} {data!r:.60}"
-        )
+        raise TypeError(f"expected a string or a JSON array of content blocks, got {_shown(data)}")
     content: tuple[UserContent, ...] = _converter.structure(data, tuple[UserContent, ...])
     return content
 
@@ -325,15 +362,20 @@ def to_json(value: Any) -> Any:
     return _converter.unstructure(value)
 
 
+_TOO_DEEP = "nested too deeply to read (past Python's recursion limit)"
+
+
 def _describe(exc: BaseException, into: Any) -> str:
     # cattrs' own text drops the message of a ValueError / TypeError, which is
     # what names the bad value ("unknown message role 'bob'").
     if isinstance(exc, ValueError | TypeError) and exc.args:
         return str(exc)
+    if isinstance(exc, RecursionError):  # caught by cattrs in a field's hook
+        return _TOO_DEEP
     if typing.get_origin(into) is Literal and exc.args:  # cattrs: "x not in literal ..."
         value = str(exc.args[0]).partition(" not in literal ")[0]
         choices = ", ".join(repr(choice) for choice in typing.get_args(into))
-        return f"expected one of {choices}, got {value!r}"
+        return f"expected one of {choices}, got {_PREVIEW.repr(value)}"
     return format_exception(exc, into)
 
 
@@ -373,15 +415,23 @@ def from_json(data: Any, into: Any = list[AgentMessage]) -> Any:
     Raises :class:`~trio_agent.TranscriptError` listing every problem with its path.
     """
     try:
-        return _converter.structure(data, into)
-    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
-        problems = _problems(exc, "$")
-        raise TranscriptError(f"invalid {_what(into)}:\n  " + "\n  ".join(problems)) from exc
+        try:
+            return _converter.structure(data, into)
+        except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+            problems = _problems(exc, "$")
+            raise TranscriptError(f"invalid {_what(into)}:\n  " + "\n  ".join(problems)) from exc
+    except RecursionError:  # from structuring, or from listing the problems of a deep value
+        raise TranscriptError(f"invalid {_what(into)}: {_TOO_DEEP}") from None
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:
     """``value`` (messages, a transcript, events, ...) as JSON text in pi's camelCase shape."""
     return json.dumps(to_json(value), ensure_ascii=False, indent=indent)
+
+
+def _refuse_constant(name: str) -> Any:
+    # json.loads' default reads these JavaScript literals as floats.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def loads(data: str | bytes, into: Any = list[AgentMessage]) -> Any:
@@ -390,10 +440,17 @@ def loads(data: str | bytes, into: Any = list[AgentMessage]) -> Any:
     ``into`` may be a message, content or usage class, a union alias such as
     ``trio_agent.AgentMessage``, or ``list[...]`` of one. Unknown keys, roles
     and block types are rejected: :class:`~trio_agent.TranscriptError` names
-    every problem and its path.
+    every problem and its path. Whatever ``data`` holds, the result is a value
+    of ``into`` or a ``TranscriptError``.
     """
     try:
-        parsed = json.loads(data)
+        parsed = json.loads(data, parse_constant=_refuse_constant)
+    except RecursionError:
+        # The C parser recurses once per level of nesting, as deep as the stack allows.
+        raise TranscriptError(
+            "not readable JSON: arrays and objects nested too deeply (past Python's recursion"
+            " limit)"
+        ) from None
     except ValueError as exc:
         raise TranscriptError(f"not valid JSON: {exc}") from exc
     return from_json(parsed, into)

@@ -3,8 +3,10 @@
 An :class:`AgentTool` couples a JSON Schema for its arguments with an async
 ``execute(tool_call_id, args, on_update) -> ToolResult``. The loop validates
 the model's arguments against the schema (with pi's coercions: ``"7"`` → 7 for
-an integer, ``5`` → ``"5"`` for a string, ``"true"`` → true) before ``execute``
-sees them, so a tool can trust the shape of ``args``.
+an integer, ``5`` → ``"5"`` for a string, ``"true"`` → true; and pi's rule for
+``null``: one given for an optional property whose schema refuses it is
+dropped, so the tool's default applies) before ``execute`` sees them, so a
+tool can trust the shape of ``args``.
 
 Cancellation: a tool has no abort signal. When the run is aborted, Trio
 cancels the tool at its next checkpoint; a tool that must finish something
@@ -85,8 +87,10 @@ class AgentTool:
     - ``execution_mode="sequential"`` makes a whole batch that calls this tool
       run one call at a time.
 
-    The schema is compiled when the tool is made, so a malformed schema is a
-    :class:`ToolDefinitionError` here rather than at the first call.
+    The schema is compiled when the tool is made, so a malformed schema (one
+    jsonschema refuses, a ``$ref`` that does not resolve within it, references
+    that loop back on themselves) is a :class:`ToolDefinitionError` here rather
+    than a failure of every call.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -105,6 +109,9 @@ class AgentTool:
 
     def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments, coerced and checked against ``parameters`` (a copy: the input is kept).
+
+        As pi does, a ``null`` for an optional property whose schema refuses ``null`` is dropped
+        first (so the default applies); other values are coerced (``"7"`` → 7 for an integer).
 
         Raises :class:`trio_agent.ToolArgumentsError` with pi's message text.
         """

@@ -1,11 +1,15 @@
 """Validation of a model's tool-call arguments against the tool's JSON Schema, as pi-ai does it.
 
-This ports pi-ai's ``validateToolArguments`` (``packages/ai/src/utils/validation.ts``) for plain
-JSON Schema parameters: the arguments are deep-copied, coerced by pi's ``coerceWithJsonSchema``
-(``"7"`` → 7 for an integer, ``5`` → ``"5"`` for a string, ``"true"`` → true, ``null`` → the
-type's zero, ``anyOf``/``oneOf`` resolved by trying each member on a copy and keeping the first
-that then validates), then validated. Valid → the coerced copy is returned; the caller's object is
-never mutated. Invalid → :class:`ToolArgumentsError` with pi's text::
+This ports pi-ai 0.85's ``validateToolArguments`` (``packages/ai/src/utils/validation.ts``) for
+plain JSON Schema parameters. The arguments are deep-copied; then pi's ``normalizeOptionalNulls``
+drops every ``null`` given for an optional property whose schema refuses ``null`` (models write
+``"limit": null`` for "not given"; dropping it lets the tool's default apply), looking into
+``properties`` and ``items`` only, as pi does; then pi's ``coerceWithJsonSchema`` coerces what is
+left (``"7"`` → 7 for an integer, ``5`` → ``"5"`` for a string, ``"true"`` → true, a remaining
+``null`` → the type's zero; ``anyOf``/``oneOf``: a value that some member accepts as it is stays as
+it is, else each member is tried on a copy and the first that then validates wins); then the
+result is validated. Valid → the coerced copy is returned; the caller's object is never mutated.
+Invalid → :class:`ToolArgumentsError` with pi's text::
 
     Validation failed for tool "NAME":
       - PATH: MESSAGE
@@ -28,8 +32,10 @@ Deviations from pi, all because validity is decided by ``jsonschema`` rather tha
 ``minLength``/``maxLength`` count code points (TypeBox counts grapheme clusters); ``pattern`` and
 the ``regex`` format use Python's ``re``, not a JavaScript ``RegExp``; ``format`` is checked by
 jsonschema's ``FORMAT_CHECKER`` (formats needing an optional package that is not installed are
-not checked; ``email`` is laxer); ``$schema`` picks the draft (TypeBox ignores it); a ``$ref`` that
-cannot be resolved makes the whole list ``Unknown validation error`` (pi lists the other errors).
+not checked; ``email`` is laxer); ``$schema`` picks the draft (TypeBox ignores it). A ``$ref``
+that does not resolve within the schema (or to a JSON Schema meta-schema: nothing is fetched), one
+that points at something that is not a schema, and a cycle of references that never moves into the
+arguments are :class:`ToolDefinitionError` when the tool is made, not a failure of every call.
 JavaScript object quirks are not reproduced (``"constructor" in {}``, integer-like keys iterating
 first), except that the received-arguments dump prints numbers and orders keys as
 ``JSON.stringify`` does (``5.0`` → ``5``, not ``json.dumps``'s ``5.0``); ``String(n)`` for the
@@ -54,6 +60,10 @@ from typing import Any, Final
 
 import jsonschema  # type: ignore[import-untyped]
 import referencing.exceptions
+import referencing.jsonschema
+
+# jsonschema's own dependency (its meta-schemas), which ships no type information.
+from jsonschema_specifications import REGISTRY as _SPECIFICATIONS  # type: ignore[import-untyped]
 
 from trio_agent._errors import ToolArgumentsError, ToolDefinitionError
 
@@ -296,10 +306,17 @@ def _union(members: Any, check: Callable[[Any], _Check | None]) -> tuple[_Member
 
 
 def _coerce_union(value: Any, members: tuple[_Member, ...]) -> Any:
+    """pi's ``coerceWithUnionSchema``: a value some member accepts as it is stays (``null`` under
+    ``anyOf: [integer, null]`` is not made 0); else the first member that accepts a coerced copy."""
+    for _, check in members:
+        if check is not None and check(value):
+            return value
     for plan, check in members:
-        candidate = _coerce(_copy(value), plan) if plan else value
-        if check is not None and check(candidate):
-            return candidate
+        # A member without a plan cannot change the value, which it has just refused.
+        if plan is not None and check is not None:
+            candidate = _coerce(_copy(value), plan)
+            if check(candidate):
+                return candidate
     return value
 
 
@@ -337,6 +354,82 @@ def _coerce(value: Any, plan: _Plan) -> Any:
         else:
             value[:] = [_coerce(item, items) for item in value]
     return value
+
+
+# --------------------------------------------------------------------------- optional nulls (pi's)
+
+
+class _Nulls:
+    """One schema node of pi's ``normalizeOptionalNulls``, compiled: the optional properties whose
+    schema refuses ``null`` (a ``null`` given for one is dropped), and where to look further down
+    (``properties`` of an object, ``items`` of an array; nothing else, as in pi). Nodes with
+    nothing to do below them are pruned (None)."""
+
+    __slots__ = ("drop", "items", "props")
+
+    def __init__(
+        self,
+        drop: tuple[str, ...],
+        props: tuple[tuple[str, _Nulls], ...],
+        items: _Nulls | tuple[_Nulls | None, ...] | None,
+    ) -> None:
+        self.drop = drop
+        self.props = props
+        self.items = items
+
+
+def _nulls(schema: Any, refuses_null: Callable[[Any], bool]) -> _Nulls | None:
+    if not isinstance(schema, dict):
+        return None
+    drop: list[str] = []
+    props: list[tuple[str, _Nulls]] = []
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        required = schema.get("required")
+        names = frozenset(required) if isinstance(required, list) else frozenset()
+        for key, sub in properties.items():
+            # pi keeps a null under a `$ref` (its target is not checked here) and under a boolean
+            # schema (TypeBox cannot compile one on its own); draft 3 marks `required` in place.
+            if (
+                key not in names
+                and isinstance(sub, dict)
+                and not isinstance(sub.get("$ref"), str)
+                and sub.get("required") is not True
+                and refuses_null(sub)
+            ):
+                drop.append(key)
+            if (nested := _nulls(sub, refuses_null)) is not None:
+                props.append((key, nested))
+    items: _Nulls | tuple[_Nulls | None, ...] | None = None
+    raw_items = schema.get("items")
+    if isinstance(raw_items, list):
+        each = tuple(_nulls(sub, refuses_null) for sub in raw_items)
+        items = each if any(each) else None
+    else:
+        items = _nulls(raw_items, refuses_null)
+    if not (drop or props or items):
+        return None
+    return _Nulls(tuple(drop), tuple(props), items)
+
+
+def _drop_nulls(value: Any, nulls: _Nulls) -> None:
+    """pi's ``normalizeOptionalNulls`` on ``value`` (a copy of ours), in place."""
+    if isinstance(value, dict):
+        for key in nulls.drop:
+            if key in value and value[key] is None:
+                del value[key]
+        for key, sub in nulls.props:
+            if key in value:
+                _drop_nulls(value[key], sub)
+    elif isinstance(value, list):
+        items = nulls.items
+        if isinstance(items, tuple):
+            for item, item_nulls in zip(value, items, strict=False):
+                if item_nulls is not None:
+                    _drop_nulls(item, item_nulls)
+        elif items is not None:
+            for item in value:
+                _drop_nulls(item, items)
 
 
 # --------------------------------------------------------------------------- TypeBox's errors
@@ -592,19 +685,29 @@ def _flat_check(schema: dict[str, Any]) -> _Check | None:
 
 
 def _safe(is_valid: _Check) -> _Check:
+    """A member's check, the member taken on its own as TypeBox compiles it: a ``$ref`` that
+    resolves only in the whole schema does not match, nor does one that, so taken, refers to
+    itself without end (``{"$ref": "#"}``)."""
+
     def check(value: Any) -> bool:
         try:
             return bool(is_valid(value))
-        except referencing.exceptions.Unresolvable:  # TypeBox: an unresolvable $ref fails
+        except (referencing.exceptions.Unresolvable, RecursionError):
             return False
 
     return check
 
 
+# The references of a tool's schema resolve within it, or to the JSON Schema meta-schemas that
+# jsonschema adds to every registry; never over the network (jsonschema's default would fetch an
+# unknown http(s) URI, blocking the event loop, and TypeBox fetches nothing).
+_NO_RETRIEVAL: Final[referencing.Registry[Any]] = referencing.Registry()
+
+
 class ArgumentValidator:
     """Compiled once per tool (at tool construction)."""
 
-    __slots__ = ("_errors", "_fast", "_is_valid", "_plan")
+    __slots__ = ("_drop", "_errors", "_fast", "_is_valid", "_nested_nulls", "_nulls", "_plan")
 
     def __init__(self, schema: dict[str, Any], cls: Any) -> None:
         checker = cls.FORMAT_CHECKER
@@ -612,38 +715,183 @@ class ArgumentValidator:
         def member_check(member: Any) -> _Check | None:
             if not isinstance(member, dict):  # pi: boolean members never match (WeakMap key)
                 return None
-            return _safe(cls(member, format_checker=checker).is_valid)
+            return _safe(cls(member, format_checker=checker, registry=_NO_RETRIEVAL).is_valid)
 
+        def refuses_null(member: Any) -> bool:
+            check = member_check(member)
+            return check is not None and not check(None)
+
+        self._nulls = _nulls(schema, refuses_null)
+        # Its first level, applied to the arguments object while copying it (see validate).
+        self._drop = frozenset(self._nulls.drop if self._nulls else ())
+        self._nested_nulls = self._nulls.props if self._nulls else ()
         self._plan = _plan(schema, member_check)
         draft6_types = cls.TYPE_CHECKER is jsonschema.Draft202012Validator.TYPE_CHECKER
         self._fast = _flat_check(schema) if draft6_types else None
-        self._is_valid: _Check = cls(schema, format_checker=checker).is_valid
+        self._is_valid: _Check = cls(
+            schema, format_checker=checker, registry=_NO_RETRIEVAL
+        ).is_valid
         self._errors: Callable[[Any], Iterator[Any]] = _error_class(cls)(
-            _reorder(schema, "not" in cls.VALIDATORS), format_checker=checker
+            _reorder(schema, "not" in cls.VALIDATORS),
+            format_checker=checker,
+            registry=_NO_RETRIEVAL,
         ).iter_errors
 
     def validate(self, tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Return a coerced deep copy of `arguments` (the caller's object is never mutated)
         or raise ToolArgumentsError with pi's message text."""
         args: dict[str, Any]
-        if is_mapping := (type(arguments) is dict or isinstance(arguments, Mapping)):
-            args = {key: _copy(item) for key, item in arguments.items()}
-        else:  # what a tool's prepare_arguments returned: pi reports it ("root: must be object")
-            args = _copy(arguments)
-        if self._plan is not None:
-            args = _coerce(args, self._plan)
-        if is_mapping and self._fast is not None and self._fast(args):
-            return args
         try:
-            if self._is_valid(args):
+            if is_mapping := (type(arguments) is dict or isinstance(arguments, Mapping)):
+                # _drop_nulls: this object's own nulls are left out while copying, nested ones
+                # after. A loop, not a comprehension, which costs a call: this is the hot path.
+                drop = self._drop
+                args = {}
+                for key, item in arguments.items():
+                    if item is not None or key not in drop:
+                        args[key] = _copy(item)
+                if self._nested_nulls:
+                    for key, sub in self._nested_nulls:
+                        if key in args:
+                            _drop_nulls(args[key], sub)
+            else:  # what prepare_arguments returned: pi reports it ("root: must be object")
+                args = _copy(arguments)
+                if self._nulls is not None:
+                    _drop_nulls(args, self._nulls)
+            if self._plan is not None:
+                args = _coerce(args, self._plan)
+            if is_mapping and self._fast is not None and self._fast(args):
                 return args
-            lines = "\n".join(map(_line, self._errors(args)))
-        except referencing.exceptions.Unresolvable:
-            lines = ""
+            try:
+                if self._is_valid(args):
+                    return args
+                lines = "\n".join(map(_line, self._errors(args)))
+            except referencing.exceptions.Unresolvable:
+                lines = ""
+            received = _js_json(arguments)
+        except RecursionError:
+            # Arguments nested deeper than Python's stack allows (parsed by a JSON parser with a
+            # higher limit, or built by prepare_arguments): a sentence, and no dump of them.
+            lines = "  - root: must not be nested so deeply (past Python's recursion limit)"
+            received = "(too deeply nested to show)"
         raise ToolArgumentsError(
             f'Validation failed for tool "{tool_name}":\n{lines or "Unknown validation error"}'
-            f"\n\nReceived arguments:\n{_js_json(arguments)}"
+            f"\n\nReceived arguments:\n{received}"
         )
+
+
+# --------------------------------------------------------------------------- references
+
+_PLAIN_KEY: Final = re.compile(r"[a-zA-Z][a-zA-Z0-9_]*")
+# Keywords that apply a subschema to the same value (not to a property or an item of it).
+_IN_PLACE_ONE: Final = ("not", "if", "then", "else")
+_IN_PLACE_LIST: Final = ("allOf", "anyOf", "oneOf")
+_REFS: Final = ("$ref", "$dynamicRef")
+
+
+def _json_paths(node: Any, path: str, out: dict[int, str]) -> None:
+    """Record the path of every object in ``node``, spelled as jsonschema's ``json_path``."""
+    if isinstance(node, dict):
+        out[id(node)] = path
+        for key, value in node.items():
+            if _PLAIN_KEY.fullmatch(key):
+                step = f".{key}"
+            else:
+                step = "['" + key.replace("\\", "\\\\").replace("'", "\\'") + "']"
+            _json_paths(value, path + step, out)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _json_paths(value, f"{path}[{index}]", out)
+
+
+def _unresolved_reason(err: referencing.exceptions.Unresolvable) -> str:
+    if isinstance(err, referencing.exceptions.PointerToNowhere):
+        return "the schema has nothing at that pointer"
+    if isinstance(err, referencing.exceptions.NoSuchAnchor | referencing.exceptions.InvalidAnchor):
+        return "the schema has no such anchor"
+    return "it is not this schema nor a JSON Schema meta-schema, and nothing is fetched"
+
+
+def _check_references(schema: dict[str, Any], cls: Any, tool_name: str) -> None:
+    """Raise :class:`ToolDefinitionError` unless every ``$ref`` / ``$dynamicRef`` in ``schema``
+    resolves to a schema, and no cycle of references comes back to a subschema without moving
+    into a property or an item of the value.
+
+    Why at construction: jsonschema resolves a reference only when a call reaches it, so a
+    broken one fails every such call ("Unknown validation error"), and a cycle that applies to
+    the same value again and again never ends (RecursionError)."""
+    specification = referencing.jsonschema.specification_with(
+        cls.ID_OF(cls.META_SCHEMA) or "urn:unknown-dialect",
+        default=referencing.Specification.OPAQUE,
+    )
+    root = specification.create_resource(schema)
+    paths: dict[int, str] = {}
+    _json_paths(schema, "$", paths)
+    # Drafts 3 to 7 ignore the keywords beside a `$ref`.
+    legacy = cls in (
+        jsonschema.Draft3Validator,
+        jsonschema.Draft4Validator,
+        jsonschema.Draft6Validator,
+        jsonschema.Draft7Validator,
+    )
+    in_place: dict[int, list[int]] = {}
+
+    def visit(resource: Any, resolver: Any) -> None:
+        node = resource.contents
+        if isinstance(node, dict):
+            where = paths.get(id(node), "$")
+            following: list[int] = []
+            for keyword in _REFS:
+                ref = node.get(keyword)
+                if not isinstance(ref, str):
+                    continue
+                try:
+                    target = resolver.lookup(ref).contents
+                except referencing.exceptions.Unresolvable as err:
+                    raise ToolDefinitionError(
+                        f"tool {tool_name!r}: parameters has a {keyword} that does not resolve:"
+                        f" {ref!r} (at {where}; {_unresolved_reason(err)})"
+                    ) from None
+                if not isinstance(target, dict | bool):
+                    raise ToolDefinitionError(
+                        f"tool {tool_name!r}: parameters has a {keyword} {ref!r} (at {where})"
+                        f" that points at a {type(target).__name__}, not a schema"
+                    )
+                if id(target) in paths:  # not a meta-schema, which has no such cycle
+                    following.append(id(target))
+            if not (legacy and "$ref" in node):
+                subs = [node.get(keyword) for keyword in _IN_PLACE_ONE]
+                for keyword in _IN_PLACE_LIST:
+                    members = node.get(keyword)
+                    subs.extend(members if isinstance(members, list) else ())
+                following.extend(id(sub) for sub in subs if isinstance(sub, dict))
+            in_place[id(node)] = following
+        for sub in resource.subresources():
+            visit(sub, resolver.in_subresource(sub))
+
+    visit(root, _SPECIFICATIONS.combine(_NO_RETRIEVAL).resolver_with_root(root))
+
+    on_path: list[int] = []
+    done: set[int] = set()
+
+    def walk(node: int) -> None:
+        on_path.append(node)
+        for following in in_place.get(node, ()):
+            if following in on_path:
+                cycle = [*on_path[on_path.index(following) :], following]
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: parameters has a cycle of references that never moves"
+                    " into a property or an item, so validating a value that reaches it would"
+                    f" never end: {' -> '.join(paths[step] for step in cycle)}"
+                )
+            if following not in done:
+                walk(following)
+        on_path.pop()
+        done.add(node)
+
+    for node in in_place:
+        if node not in done:
+            walk(node)
 
 
 def compile_validator(schema: Mapping[str, Any], *, tool_name: str) -> ArgumentValidator:
@@ -651,19 +899,28 @@ def compile_validator(schema: Mapping[str, Any], *, tool_name: str) -> ArgumentV
 
     Raise :class:`ToolDefinitionError` naming the tool and the problem if ``schema`` is not a
     valid JSON Schema (checked by jsonschema's ``check_schema`` with the Draft 2020-12 validator
-    class, or the one named by ``$schema``)."""
+    class, or the one named by ``$schema``), or if it is one that would fail every call that
+    reaches some part of it: a ``$ref`` that does not resolve within it (nothing is fetched), one
+    that points at something other than a schema, a cycle of references that never moves into
+    the value, or nesting deeper than Python's recursion limit."""
     if not isinstance(schema, Mapping):
         raise ToolDefinitionError(
             f"tool {tool_name!r}: parameters must be a JSON Schema object,"
             f" not {type(schema).__name__}"
         )
-    plain: dict[str, Any] = {key: _copy(value) for key, value in schema.items()}
-    cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
     try:
+        plain: dict[str, Any] = {key: _copy(value) for key, value in schema.items()}
+        cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
         cls.check_schema(plain)
+        _check_references(plain, cls, tool_name)
+        return ArgumentValidator(plain, cls)
     except jsonschema.SchemaError as err:
         raise ToolDefinitionError(
             f"tool {tool_name!r}: parameters is not a valid JSON Schema: {err.message}"
             f" (at {err.json_path})"
         ) from None
-    return ArgumentValidator(plain, cls)
+    except RecursionError:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: parameters is nested too deeply to compile"
+            " (past Python's recursion limit)"
+        ) from None
