@@ -10,6 +10,8 @@ own tools: each must be caught, with a message that names it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from typing import Any
 
 import pytest
@@ -21,10 +23,18 @@ from tests.test_provider_matrix import APIS, KEY, Api
 from trio_agent import (
     Agent,
     AgentContext,
+    AgentEnd,
+    AgentEvent,
     AgentLoopConfig,
     AgentMessage,
+    AgentStart,
+    AssistantMessage,
+    MessageEnd,
+    MessageStart,
     ToolResult,
     ToolUpdate,
+    TurnEnd,
+    TurnStart,
     UserMessage,
     run_agent_loop,
 )
@@ -34,6 +44,7 @@ from trio_agent.testing import (
     TaskWatcher,
     Trial,
     assert_cancel_safe,
+    check_event_grammar,
     open_sse_server,
     reply,
     scripted_model,
@@ -197,6 +208,66 @@ async def test_a_tool_that_blocks_in_a_shield_without_a_timeout_is_caught(
     assert "the scenario ended 600 s after the cancellation, more than grace=5" in str(caught.value)
 
 
+def line_of(function: Any, text: str) -> str:
+    """``file:line`` of the first line of ``function``'s source that contains ``text``."""
+    lines, first = inspect.getsourcelines(function)
+    offset = next(i for i, line in enumerate(lines) if text in line)
+    return f"{inspect.getsourcefile(function)}:{first + offset}"
+
+
+async def test_a_stuck_tool_that_runs_alone_is_named_with_its_call_and_line(
+    autojump_clock: trio.abc.Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A call that runs alone runs in the run's own task, the scenario's: no task of its own.
+    with pytest.raises(AssertionError) as caught:
+        await assert_cancel_safe(one_call(make_tool("stubborn", stubborn)), modes=["abort"])
+    stuck = (
+        "  task 'scenario', in tool 'stubborn' (call 't1'), "
+        f"waiting at {line_of(stubborn, 'sleep(600)')} in stubborn (awaiting trio."
+    )
+    printed = capsys.readouterr().err
+    assert "still running 5 s after the cancellation; tasks:\n" + stuck in printed
+    assert "; still running at the end of the grace period:\n" + stuck in str(caught.value)
+
+
+async def pair(
+    started: set[str], tool_call_id: str, args: dict[str, Any], on_update: ToolUpdate
+) -> ToolResult:
+    """Stuck in a shield after a cancellation, once both calls of its batch are running."""
+    started.add(tool_call_id)
+    try:
+        await trio.sleep(1)
+    finally:
+        if len(started) == 2:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(600)
+    return ToolResult.text("done")
+
+
+async def test_stuck_parallel_tools_are_each_named_with_their_call_and_line(
+    autojump_clock: trio.abc.Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def scenario(trial: Trial) -> None:
+        tool = make_tool("pair", functools.partial(pair, set()))
+        calls = [tool_call("pair", id="p1"), tool_call("pair", id="p2")]
+        await trial.watch(Agent(scripted_model([reply(*calls), "done"]), tools=[tool])).prompt("go")
+
+    with pytest.raises(AssertionError) as caught:
+        await assert_cancel_safe(scenario, modes=["abort"])
+    report = str(caught.value)
+    printed = capsys.readouterr().err
+    for call_id in ("p1", "p2"):
+        stuck = (
+            "  task 'trio_agent._execution._execute_concurrently.<locals>.child', "
+            f"in tool 'pair' (call {call_id!r}), "
+            f"waiting at {line_of(pair, 'sleep(600)')} in pair (awaiting trio."
+        )
+        assert stuck in printed
+        assert stuck in report
+    # The run's own task waits for them, where the scenario awaits prompt().
+    assert f"  task 'scenario', waiting at {line_of(scenario, 'prompt(')} in scenario" in report
+
+
 async def test_a_tool_that_leaks_a_task_when_cancelled_is_caught(
     autojump_clock: trio.abc.Clock,
 ) -> None:
@@ -218,7 +289,8 @@ async def test_a_tool_that_leaks_a_task_when_cancelled_is_caught(
         elsewhere.cancel_scope.cancel()
     message = str(caught.value)
     assert "tasks started by the scenario outlived it:" in message
-    assert "keep_alive" in message
+    where = line_of(test_a_tool_that_leaks_a_task_when_cancelled_is_caught, "await stop.wait()")
+    assert f"waiting at {where} in keep_alive (awaiting trio." in message
 
 
 async def test_a_scenario_that_swallows_the_outer_cancellation_is_caught(
@@ -332,3 +404,38 @@ async def test_task_watcher_names_a_task_that_outlived_its_code() -> None:
     assert "task 'lingerer', waiting at" in message
     assert [task.name for task in watcher.started] == ["trio.sleep", "lingerer"]
     watcher.check()  # all gone now
+
+
+async def test_task_watcher_running_lists_the_watching_task_and_the_counted_ones_alive() -> None:
+    watcher = TaskWatcher()
+    me = trio.lowlevel.current_task()
+    assert watcher.running() == []
+    with watcher.watching():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever, name="first")
+            nursery.start_soon(trio.sleep, 0, name="brief")
+            nursery.start_soon(trio.sleep_forever, name="last")
+            await trio.testing.wait_all_tasks_blocked()
+            assert [task.name for task in watcher.running()] == [me.name, "first", "last"]
+            assert watcher.running()[0] is me
+            nursery.cancel_scope.cancel()
+    assert watcher.running() == []
+
+
+# --- the checkers' reports ------------------------------------------------------------------------
+
+
+def test_the_grammar_report_names_the_open_message_and_the_one_ending() -> None:
+    reply = AssistantMessage()
+    prompt = UserMessage.text("go")
+    opened: list[AgentEvent] = [AgentStart(), TurnStart(), MessageStart(reply)]
+    with pytest.raises(AssertionError) as caught:
+        check_event_grammar([*opened, TurnEnd(reply, ()), AgentEnd(())])
+    assert str(caught.value).startswith(
+        "event #3 (turn_end): turn_end while an assistant message is open\n"
+    )
+    with pytest.raises(AssertionError) as caught:
+        check_event_grammar([*opened, MessageEnd(prompt)])
+    assert str(caught.value).startswith(
+        "event #3 (message_end): message_end of a user message while an assistant one is open\n"
+    )

@@ -15,7 +15,9 @@ run ends otherwise than normally, the agent still leaves its state whole:
   answered, an assistant message with ``stop_reason="error"`` naming the
   exception, ``turn_end``, ``agent_end`` — and then ``prompt()`` re-raises
   the exception (pi records it and returns; in Python an unexpected
-  exception should surface);
+  exception should surface). Every listener hears every event meanwhile,
+  whatever another one raises: the first exception is the one re-raised,
+  later ones are notes on it (:meth:`Agent.subscribe` has the rules);
 * **cancellation from outside**, ``KeyboardInterrupt``: the state is closed
   at once, without calling listeners (the partial reply appended as
   ``aborted``, every started call answered), and the exception propagates.
@@ -107,11 +109,45 @@ class _Queue:
 
 
 class _ActiveRun:
-    __slots__ = ("abort", "done")
+    __slots__ = ("abort", "done", "loop")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: _Run) -> None:
         self.abort = trio.CancelScope()
         self.done = trio.Event()
+        self.loop = loop
+
+
+class _Again:
+    """A listener subscribed once more: its own entry, so that every entry's place
+    in the listeners is known by identity (see ``Agent._process``)."""
+
+    __slots__ = ("listener",)
+
+    def __init__(self, listener: AgentListener) -> None:
+        self.listener = listener
+
+    def __call__(self, event: AgentEvent) -> Awaitable[None]:
+        return self.listener(event)
+
+    def __repr__(self) -> str:
+        return repr(self.listener)
+
+
+def _after(
+    listeners: tuple[AgentListener, ...], listener: AgentListener
+) -> tuple[AgentListener, ...]:
+    """The listeners after ``listener`` (each entry is a distinct object: see subscribe)."""
+    for index, entry in enumerate(listeners):
+        if entry is listener:
+            return listeners[index + 1 :]
+    return ()
+
+
+def _name(listener: AgentListener) -> str:
+    if isinstance(listener, _Again):
+        listener = listener.listener
+    name = getattr(listener, "__qualname__", None)
+    return name if isinstance(name, str) else repr(listener)
 
 
 class AgentState:
@@ -264,6 +300,9 @@ class Agent:
         self._steering = _Queue(_check_mode("steering_mode", steering_mode))
         self._follow_ups = _Queue(_check_mode("follow_up_mode", follow_up_mode))
         self._listeners: tuple[AgentListener, ...] = ()
+        # An event whose delivery a cancellation cut short, and the listeners
+        # still owed it (see _process).
+        self._owed: tuple[AgentEvent, tuple[AgentListener, ...]] | None = None
         self._run: _ActiveRun | None = None
         self._streaming: MessageStart | MessageUpdate | None = None
         self._pending_tool_calls: set[str] = set()
@@ -363,9 +402,27 @@ class Agent:
         """Call ``await listener(event)`` for every event of every run; return ``unsubscribe``.
 
         Listeners are awaited one after the other, in subscription order, after
-        the agent's state took the event in: a slow listener slows the run. An
-        exception from a listener fails the run (see the module docs).
-        ``unsubscribe()`` is sync and idempotent.
+        the agent's state took the event in: a slow listener slows the run.
+
+        Every listener gets every event of a run, in order, whatever another
+        listener does, so each sees a well-formed run to its ``agent_end``:
+
+        * a listener that raises an ``Exception`` does not keep the event from
+          the listeners after it: they are told, and then the exception fails
+          the run (see the module docs). The run's closing events go to every
+          listener, the one that raised included. ``prompt()`` re-raises the
+          first exception, as itself; each later one (from another listener,
+          or from any listener while the run closes) is added to it as a note
+          (``__notes__``) naming the listener, the exception and the event;
+        * when a listener is cut short by ``trio.Cancelled`` (the run was
+          aborted, or failed elsewhere), the listeners after it get that event
+          when the run closes, before the closing events;
+        * a cancellation from outside the run, or ``KeyboardInterrupt``,
+          propagates at once: no listener is called after it.
+
+        Subscribing a listener again adds it again (it is called once more
+        per event). ``unsubscribe()`` is sync and idempotent, and removes
+        every subscription of this listener.
         """
         if not callable(listener):
             raise TypeError(f"a listener must be an async callable, not {listener!r}")
@@ -375,11 +432,16 @@ class Agent:
                 f"not the plain function {listener.__qualname__}"
             )
         # A new tuple for every change: an event being delivered keeps the
-        # listeners it started with.
-        self._listeners = (*self._listeners, listener)
+        # listeners it started with. Each entry is a distinct object.
+        entry = _Again(listener) if any(x is listener for x in self._listeners) else listener
+        self._listeners = (*self._listeners, entry)
 
         def unsubscribe() -> None:
-            self._listeners = tuple(x for x in self._listeners if x is not listener)
+            self._listeners = tuple(
+                x
+                for x in self._listeners
+                if x is not listener and not (isinstance(x, _Again) and x.listener is listener)
+            )
 
         return unsubscribe
 
@@ -447,9 +509,104 @@ class Agent:
             self._streaming = None
 
     async def _process(self, event: AgentEvent) -> None:
+        """The run's listener: take ``event`` into the state, then tell every listener.
+
+        This runs for every event; when no listener fails, the loop is all it
+        costs (a ``try`` costs nothing until something raises). A listener's
+        exception leaves the listeners after it still to tell (:meth:`_deliver`)
+        before it is raised; a cancellation leaves them owed the event
+        (:meth:`_owe`).
+        """
         self._reduce(event)
-        for listener in self._listeners:
-            await listener(event)
+        listeners = self._listeners
+        for listener in listeners:
+            try:
+                await listener(event)
+            except Exception as exc:
+                error = exc
+                break
+            except trio.Cancelled:
+                self._owe(event, _after(listeners, listener))
+                raise
+        else:
+            return
+        # The others are told before the error goes on (a cancellation meanwhile
+        # does not replace it: _deliver returns; a KeyboardInterrupt does).
+        await self._deliver(event, _after(listeners, listener), error)
+        raise error
+
+    async def _deliver(
+        self,
+        event: AgentEvent,
+        listeners: tuple[AgentListener, ...],
+        error: Exception | None,
+        *,
+        closing: bool = False,
+    ) -> Exception | None:
+        """Await each of ``listeners`` with ``event``, whatever one of them raises.
+
+        Returns the run's failure: ``error``, or else the first exception a
+        listener raised; every later one is noted on it. ``KeyboardInterrupt``
+        propagates. So does ``Cancelled`` while the run closes (it can only
+        come from outside then); during the run, with ``error`` to raise, a
+        ``Cancelled`` (an abort, or a failure elsewhere in the run) leaves the
+        rest owed the event and returns: the caller raises ``error``, what the
+        run failed of, and the scope that was cancelled stays cancelled.
+        """
+        for index, listener in enumerate(listeners):
+            try:
+                await listener(event)
+            except Exception as exc:
+                if error is None:
+                    error = exc
+                elif closing:
+                    _note(
+                        error,
+                        f"while closing the run, listener {_name(listener)} raised "
+                        f"{exc!r} at {event.type}",
+                    )
+                else:
+                    _note(error, f"listener {_name(listener)} also raised {exc!r} at {event.type}")
+            # Not swallowed: error is raised in its place, and the cancelled scope stays
+            # cancelled (see above).
+            except trio.Cancelled:  # noqa: ASYNC103
+                if closing or error is None:
+                    raise
+                self._owe(event, listeners[index + 1 :])
+                return error  # noqa: ASYNC104
+        return error
+
+    def _owe(self, event: AgentEvent, listeners: tuple[AgentListener, ...]) -> None:
+        """A cancellation cut the delivery of ``event`` short: ``listeners`` still get
+        it, first thing when the run closes (until then the run's listener is
+        :meth:`_pay_then_process`). After a cancellation from outside nobody does
+        (:meth:`_interrupted`)."""
+        run = self._run
+        if not listeners or run is None:
+            return
+        self._owed = (event, listeners)
+        run.loop.listener = self._pay_then_process
+
+    async def _pay_owed(self, error: Exception | None) -> Exception | None:
+        """Deliver the owed event, if there is one; the run's failure, as :meth:`_deliver`."""
+        owed, self._owed = self._owed, None
+        run = self._run
+        if run is not None:
+            run.loop.listener = self._process
+        if owed is None:
+            return error
+        return await self._deliver(*owed, error, closing=True)
+
+    async def _pay_then_process(self, event: AgentEvent) -> None:
+        """The run's listener while an event is owed (the run was aborted in the middle of
+        telling it): deliver that one, then ``event`` as usual."""
+        error = await self._pay_owed(None)
+        if error is None:
+            await self._process(event)
+            return
+        self._reduce(event)
+        await self._deliver(event, self._listeners, error, closing=True)
+        raise error
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -603,38 +760,55 @@ class Agent:
             raise refused
         context = AgentContext(self._system_prompt, self._messages, self._tools)
         run = _Run(context, config, self._process, stream_fn)
-        active = self._run = _ActiveRun()
+        active = self._run = _ActiveRun(run)
         self._streaming = None
         self._error_message = None
         try:
             await _drive(
                 run, prompts, active.abort, on_error=self._fail, on_interrupt=self._interrupted
             )
+            if self._owed is not None:
+                # An abort in the middle of telling agent_end: the run had ended, so
+                # nothing closed it; the listeners after the one cut short hear it now.
+                error = await self._pay_owed(None)
+                if error is not None:
+                    raise error
         finally:
             self._streaming = None
             self._pending_tool_calls = set()
+            self._owed = None
             self._run = None
             active.done.set()
 
     async def _fail(self, run: _Run, error: Exception) -> None:
-        """Close a run that failed: tell the listeners, as far as they listen."""
+        """Close a run that failed: every listener hears every closing event.
+
+        What a listener raises meanwhile is noted on ``error`` (which the run
+        re-raises), and the next listener is told all the same. A cancellation
+        from outside, or ``KeyboardInterrupt``, stops the telling; the state is
+        still closed.
+        """
         events = run.closing_events("error", f"{type(error).__name__}: {error}")
         try:
+            await self._pay_owed(error)
             for event in events:
-                try:
-                    await self._process(event)
-                except Exception as again:
-                    error.add_note(f"while closing the run, a listener raised {again!r}")
-                    break
+                self._reduce(event)
+                await self._deliver(event, self._listeners, error, closing=True)
         finally:
             for event in events:  # what no listener could be told
                 self._reduce(event)
 
     def _interrupted(self, run: _Run, interruption: BaseException) -> None:
         """Close the state of a run cancelled from outside, without calling anyone."""
+        self._owed = None
         for event in run.closing_events("aborted", ABORTED):
             self._reduce(event)
 
     def __repr__(self) -> str:
         running = self._run is not None
         return f"<Agent model={self._model.id!r} messages={len(self._messages)} running={running}>"
+
+
+def _note(error: Exception, text: str) -> None:
+    """Record on ``error`` (the exception the run re-raises) a later failure."""
+    error.add_note(f"trio_agent: {text}")

@@ -8,13 +8,15 @@ went wrong without a debugger.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from types import FrameType
 from typing import Any
 
 import trio
 
+from .. import _execution
 from .._agent import Agent
 from .._events import AgentEvent
-from .._messages import AgentMessage, AssistantMessage, ToolResultMessage
+from .._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
 
 __all__ = ["EventRecorder", "TaskWatcher", "check_event_grammar", "check_transcript"]
 
@@ -79,6 +81,11 @@ def describe_events(events: Sequence[AgentEvent], around: int | None = None, wid
     return f"[{start}:{stop}] {prefix}{' '.join(shown)}{suffix}"
 
 
+def _a(role: str) -> str:
+    """``role`` with its article: "an assistant", "a user", "a toolResult"."""
+    return f"an {role}" if role[:1] in ("a", "e", "i", "o") else f"a {role}"  # not "an user"
+
+
 def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) -> None:
     """The events of one run follow the grammar of loop.md §2 (invariant 10).
 
@@ -125,7 +132,7 @@ def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) 
             if not turn_open:
                 fail(index, "turn_end with no open turn")
             if message is not None:
-                fail(index, f"turn_end while a {message.role} message is open")
+                fail(index, f"turn_end while {_a(message.role)} message is open")
             if tools_open:
                 fail(index, f"turn_end while tool calls {sorted(tools_open)} are running")
             turn_open = False
@@ -133,7 +140,7 @@ def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) 
             if not turn_open:
                 fail(index, "message_start outside a turn")
             if message is not None:
-                fail(index, f"message_start while a {message.role} message is open")
+                fail(index, f"message_start while {_a(message.role)} message is open")
             if tools_open:
                 fail(index, f"message_start while tool calls {sorted(tools_open)} are running")
             message = event.message  # type: ignore[union-attr]
@@ -143,15 +150,18 @@ def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) 
         elif kind == "message_end":
             if message is None:
                 fail(index, "message_end without its message_start")
-            if message.role != event.message.role:  # type: ignore[union-attr]
-                fail(index, f"message_end of a {event.message.role} message")  # type: ignore[union-attr]
+            role = event.message.role  # type: ignore[union-attr]
+            if message.role != role:
+                fail(
+                    index, f"message_end of {_a(role)} message while {_a(message.role)} one is open"
+                )
             message = None
         elif kind.startswith("tool_execution_"):
             call_id = event.tool_call_id  # type: ignore[union-attr]
             if not turn_open:
                 fail(index, "tool event outside a turn")
             if message is not None:
-                fail(index, f"tool event while a {message.role} message is open")
+                fail(index, f"tool event while {_a(message.role)} message is open")
             if kind == "tool_execution_start":
                 if call_id in tools_seen:
                     fail(index, f"tool call {call_id!r} started twice")
@@ -254,6 +264,7 @@ class TaskWatcher(trio.abc.Instrument):
         """Every task counted, in the order they started."""
         self.alive: set[trio.lowlevel.Task] = set()
         """The counted tasks that have not exited."""
+        self._entered: list[trio.lowlevel.Task] = []  # inside watching(), now
 
     def _counts(self, task: trio.lowlevel.Task) -> bool:
         nursery = task.parent_nursery
@@ -278,6 +289,16 @@ class TaskWatcher(trio.abc.Instrument):
         """A context manager: count the tasks started while the current task is in it."""
         return _Watching(self)
 
+    def running(self) -> list[trio.lowlevel.Task]:
+        """The tasks of the watched code that are still running: each task inside
+        :meth:`watching` (the code's own, which may be stuck itself, in a tool
+        that runs in the loop's task) and then every counted task alive, in the
+        order they started."""
+        tasks = [task for task in self._entered if task.coro.cr_frame is not None]
+        return tasks + [
+            task for task in self.started if task in self.alive and task.coro.cr_frame is not None
+        ]
+
     def check(self) -> None:
         """Raise ``AssertionError`` if a counted task is still alive."""
         # A task that ended after the watch did has a finished coroutine.
@@ -297,6 +318,7 @@ class _Watching:
     def __enter__(self) -> TaskWatcher:
         self._task = trio.lowlevel.current_task()
         self._watcher._watched.add(self._task)
+        self._watcher._entered.append(self._task)
         trio.lowlevel.add_instrument(self._watcher)
         return self._watcher
 
@@ -304,13 +326,69 @@ class _Watching:
         trio.lowlevel.remove_instrument(self._watcher)
         assert self._task is not None
         self._watcher._watched.discard(self._task)
+        self._watcher._entered.remove(self._task)
+
+
+# The frames that say which tool call (or tool hook) a task is in: each has
+# the call's CallState in its local ``state``.
+_CALL_FRAMES = {
+    _execution._execute.__code__: "tool",
+    _execution._ask_before.__code__: "before_tool_call hook of tool",
+    _execution._finalize.__code__: "after_tool_call hook of tool",
+}
+
+
+def _is_ours(frame: FrameType) -> bool:
+    """Whether ``frame`` runs Trio's or trio_agent's own code (not the user's)."""
+    module = frame.f_globals.get("__name__")
+    if not isinstance(module, str):
+        return False
+    package = module.partition(".")[0]
+    return package == "trio" or package == "trio_agent"
+
+
+def _tool_call_of(task: trio.lowlevel.Task) -> str | None:
+    """The tool call ``task`` works for, found in its own frames or, for a task a
+    tool started, in those of the task that started it; innermost first."""
+    current: trio.lowlevel.Task | None = task
+    while current is not None:
+        for frame, _ in reversed(list(current.iter_await_frames())):
+            what = _CALL_FRAMES.get(frame.f_code)
+            if what is not None:
+                state = frame.f_locals.get("state")
+                call = getattr(state, "tool_call", None)
+                if isinstance(call, ToolCall):
+                    return f"{what} {call.name!r} (call {call.id!r})"
+        nursery = current.parent_nursery
+        current = None if nursery is None else nursery.parent_task
+    return None
+
+
+def _where(frame: FrameType, lineno: int) -> str:
+    code = frame.f_code
+    return f"{code.co_filename}:{lineno} in {code.co_name}"
 
 
 def describe_task(task: trio.lowlevel.Task) -> str:
-    """A task's name, and where it waits (its innermost awaiting frame)."""
-    where = ""
+    """A task's name, the tool call it runs (if it runs one), and where it waits.
+
+    Where: the innermost frame of the user's own code (neither Trio's nor
+    trio_agent's), as ``file:line in function``, and what that line awaits;
+    for a task that runs none of the user's code, the function it runs. A
+    stuck or leaked task is then named by the line to look at, not by the
+    Trio scheduler frame that every waiting task ends in.
+    """
+    parts = [f"task {task.name!r}"]
+    call = _tool_call_of(task)
+    if call is not None:
+        parts.append(f"in {call}")
     frames = list(task.iter_await_frames())
     if frames:
-        frame, lineno = frames[-1]
-        where = f", waiting at {frame.f_code.co_filename}:{lineno} in {frame.f_code.co_name}"
-    return f"task {task.name!r}{where}"
+        index = next((i for i in range(len(frames) - 1, -1, -1) if not _is_ours(frames[i][0])), 0)
+        where = _where(*frames[index])
+        if index + 1 < len(frames):
+            awaited = frames[index + 1][0]
+            module = awaited.f_globals.get("__name__", "?")
+            where += f" (awaiting {module}.{awaited.f_code.co_qualname})"
+        parts.append(f"waiting at {where}")
+    return ", ".join(parts)

@@ -160,6 +160,7 @@ class _Tracker(TaskWatcher):
         self.injected_point = ""
         self.deadline_scope: trio.CancelScope | None = None
         self.grace = math.inf
+        self.stuck = ""  # the tasks still running when the grace period ran out
         self._injecting = False
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
@@ -271,10 +272,10 @@ async def _run_trial(
         with tracker.deadline_scope:
             await done.wait()
         if not done.is_set():  # the grace period passed: say who is stuck, then wait on
-            stuck = "\n".join(f"  {describe_task(task)}" for task in tracker.alive) or "  -"
+            tracker.stuck = "\n".join(f"  {describe_task(task)}" for task in tracker.running())
             print(
-                f"assert_cancel_safe: {trial.mode} after step {trial.point}: still running "
-                f"{grace:g} s after the cancellation; tasks:\n{stuck}",
+                f"assert_cancel_safe: {trial.mode} at point {trial.point}: still running "
+                f"{grace:g} s after the cancellation; tasks:\n{tracker.stuck}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -315,6 +316,11 @@ def _problems(trial: Trial, outcome: _Outcome, tracker: _Tracker, grace: float) 
             problems.append(
                 f"the scenario ended {late:g} s after the cancellation, more than grace={grace:g} "
                 "(a shielded wait without a timeout?)"
+                + (
+                    f"; still running at the end of the grace period:\n{tracker.stuck}"
+                    if tracker.stuck
+                    else ""
+                )
             )
     runs = split_runs(trial.recorder.events)
     for index, run in enumerate(runs):
