@@ -24,7 +24,7 @@ import trio.testing
 
 from tests.test_cli import call_tool, project
 from trio_agent import Agent, AgentTool, AssistantMessage, TextContent, ToolResultMessage
-from trio_agent._cli import _files
+from trio_agent._cli import _confine, _files
 from trio_agent._cli._files import (
     MAX_ENTRIES,
     MAX_LINE_CHARS,
@@ -220,6 +220,24 @@ async def test_a_search_stops_after_max_search_files_and_says_so(
     assert (text, failed) == (
         "0.txt:1: hit\n1.txt:1: hit\n2.txt:1: hit\n"
         "[... stopped after 3 files and 12 bytes, as far as one search goes: "
+        "search a sub-folder]",
+        False,
+    )
+
+
+async def test_a_search_stops_after_max_walk_entries_of_empty_folders_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Empty folders yield no file to count: the walk counts what it looks at.
+    monkeypatch.setattr(_confine, "MAX_WALK_ENTRIES", 50)
+    root = tmp_path / "hollow"
+    root.mkdir()
+    (root / "a.txt").write_text("hit\n")
+    for number in range(100):
+        (root / f"d{number:03}").mkdir()
+    text, failed = await call_tool(tools_in(root), "search_files", pattern="hit")
+    assert (text, failed) == (
+        "[... stopped after looking at 50 entries of folders, as far as one search goes: "
         "search a sub-folder]",
         False,
     )

@@ -26,7 +26,7 @@ from tests.test_transport import APIS, Api
 from trio_agent import AssistantMessage, AssistantMessageEvent, Model
 from trio_agent._stream import AssistantMessageBuilder
 from trio_agent.providers import openai_chat
-from trio_agent.providers._common import Parser
+from trio_agent.providers._common import MAX_ERROR_CHARS, Parser
 from trio_agent.providers._sse import SseEvent
 from trio_agent.providers._transport import SECRET_FRAGMENT, error_text, redact
 from trio_agent.testing import ScriptedResponse, SSEServer, open_sse_server, sse_body
@@ -271,3 +271,35 @@ async def test_an_unexpected_exception_of_a_parser_ends_the_reply_as_an_error(
     assert error.startswith("could not read "), error
     expected = {"feed": "KeyError", "end": "TypeError", "finish": "ValueError"}[where]
     assert expected in error
+
+
+# -- the server chooses the text of an error, not its length -------------------------------
+
+
+def long_error(api: Api, text: str) -> bytes:
+    """A well-formed in-band error event of ``api`` whose message is ``text``."""
+    if api.name == "openai-chat":
+        return sse_body([(None, {"error": {"message": text, "type": "server_error"}})])
+    if api.name == "anthropic-messages":
+        return sse_body([("error", {"type": "error", "error": {"type": "x", "message": text}})])
+    if api.name == "google-generative-ai":
+        return sse_body([(None, {"error": {"code": 503, "message": text}})], crlf=True)
+    return sse_body([("error", {"type": "error", "code": "server_error", "message": text})])
+
+
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
+async def test_an_in_band_error_of_any_length_is_cut_after_the_key_is_gone(
+    clock: Any, api: Api
+) -> None:
+    text = "A" * 3_000_000 + " " + echoes(0, copies=2)
+    bodies = [
+        ScriptedResponse(body=long_error(api, text)),
+        ScriptedResponse(body=long_error(api, echoes(1990))),
+    ]
+    async with open_sse_server() as server:
+        results = await call_each(api, server, bodies)
+    for result in results:
+        assert_no_key(result)
+        error = result.message.error_message or ""
+        assert len(error) <= MAX_ERROR_CHARS + len(" [...]"), len(error)
+    assert (results[0].message.error_message or "").endswith("AAA [...]")

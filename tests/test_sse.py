@@ -10,11 +10,12 @@ import httpx  # noqa: ASYNC127  (what the providers use)
 import httpx_sse
 import httpx_sse._api
 import httpx_sse._decoders
+import pytest
 import trio
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from trio_agent.providers._sse import SseDecoder, SseEvent
+from trio_agent.providers._sse import EventTooLarge, SseDecoder, SseEvent
 from trio_agent.providers._transport import SseStream
 
 Decoded = list[tuple[str, str, str, int | None]]
@@ -196,3 +197,29 @@ def test_a_block_without_data_is_no_event() -> None:
 def test_an_empty_data_line_is_an_event_with_empty_data() -> None:
     decoder = SseDecoder()
     assert decoder.decode("event: ping\ndata:\n\n") == [SseEvent("ping", "")]
+
+
+def test_an_event_that_never_ends_is_refused_past_the_limit() -> None:
+    # A server that never ends an event would make the decoder hold all it sends.
+    decoder = SseDecoder(max_event_chars=1000)
+    assert decoder.decode("data: ok\n\ndata: ") == [SseEvent("message", "ok")]
+    for _ in range(9):
+        assert decoder.decode("x" * 100) == []
+    with pytest.raises(EventTooLarge, match=r"longer than 1,000 characters \(1,006 received"):
+        decoder.decode("x" * 100)
+
+
+def test_an_event_that_arrives_whole_past_the_limit_is_refused() -> None:
+    decoder = SseDecoder(max_event_chars=1000)
+    with pytest.raises(EventTooLarge):
+        decoder.decode("data: ok\n\ndata: " + "x" * 2000)
+
+
+def test_events_within_the_limit_pass_however_many_pieces_they_come_in() -> None:
+    decoder = SseDecoder(max_event_chars=1000)
+    events = []
+    for _ in range(100):  # 100 events of 900 characters, in pieces of 300
+        for piece in ("data: " + "x" * 294, "x" * 300, "x" * 300 + "\n\n"):
+            events += decoder.decode(piece)
+    assert len(events) == 100
+    assert {len(event.data) for event in events} == {894}

@@ -32,7 +32,7 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent.providers import anthropic, google, openai_chat, openai_responses
+from trio_agent.providers import _transport, anthropic, google, openai_chat, openai_responses
 from trio_agent.providers._transport import _retry_after, _retry_delay, error_text
 from trio_agent.testing import (
     EventRecorder,
@@ -658,3 +658,16 @@ async def test_an_http_date_further_than_max_retry_delay_is_not_waited_for(clock
         r"more than max_retry_delay=60\)",
         result.message.error_message,
     )
+
+
+async def test_a_stream_event_that_never_ends_fails_the_reply_without_holding_it_all(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_transport, "MAX_EVENT_CHARS", 100_000)
+    endless = b"data: " + b"x" * 1_000_000  # one event that never ends
+    async with open_sse_server(ScriptedResponse(body=endless, pieces=(4096, 16384))) as server:
+        result = await call(openai_chat.stream, model(server.url), opts=options(max_retries=0))
+    assert result.message.stop_reason == "error"
+    error = result.message.error_message or ""
+    assert error.startswith("openai sent an event longer than 100,000 characters ("), error
+    assert error.endswith(" received without its end)"), error

@@ -46,6 +46,9 @@ MAX_PATH_CHARS = 4096
 MAX_DEPTH = 64
 """How many folders deep a walk goes (each level holds one open descriptor)."""
 
+MAX_WALK_ENTRIES = 1_000_000
+"""How many entries of folders one walk looks at, at most."""
+
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -190,8 +193,19 @@ def open_parts(root: Path, parts: tuple[str, ...], path: str) -> Iterator[Folder
             close_folder(opened)
 
 
+class WalkTooLarge(Exception):
+    """A walk looked at :data:`MAX_WALK_ENTRIES` entries without reaching its end."""
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self, entries: int) -> None:
+        self.left = entries
+
+
 def walk(
-    folder: Folder, prefix: str, poll: Callable[[], None], depth: int = 0
+    folder: Folder, prefix: str, poll: Callable[[], None]
 ) -> Generator[tuple[str, Folder, str], None, None]:
     """The regular files under ``folder``: ``(prefix + their path, their folder, their name)``,
     each folder's files (by name) before its sub-folders (by name).
@@ -201,13 +215,26 @@ def walk(
     the file with :func:`open_at` before asking for it. ``poll`` is called now and then
     (``trio.from_thread.check_cancelled``), and whatever it raises ends the walk. Close
     the iterator (``contextlib.closing``) to close its folders when it is left early.
+
+    A tree of empty folders, or one folder of millions of names, yields nothing for a
+    long time: past :data:`MAX_WALK_ENTRIES` entries looked at (files, folders and what
+    is left out alike), :class:`WalkTooLarge` ends the walk.
     """
+    return _walk(folder, prefix, poll, 0, _Budget(MAX_WALK_ENTRIES))
+
+
+def _walk(
+    folder: Folder, prefix: str, poll: Callable[[], None], depth: int, budget: _Budget
+) -> Generator[tuple[str, Folder, str], None, None]:
     files: list[str] = []
     folders: list[str] = []
     with os.scandir(folder) as entries:
         for count, entry in enumerate(entries):
             if count % 1024 == 0:
                 poll()
+            budget.left -= 1
+            if budget.left < 0:
+                raise WalkTooLarge(f"looked at {MAX_WALK_ENTRIES:,} entries")
             if entry.is_dir(follow_symlinks=False):
                 if entry.name not in SKIPPED_DIRS:
                     folders.append(entry.name)
@@ -227,7 +254,7 @@ def walk(
             inner.close()
             continue
         try:
-            yield from walk(inner, f"{prefix}{name}/", poll, depth + 1)
+            yield from _walk(inner, f"{prefix}{name}/", poll, depth + 1, budget)
         finally:
             close_folder(inner)
 

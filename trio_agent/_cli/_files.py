@@ -37,10 +37,12 @@ import trio
 
 from .._decorator import tool
 from .._tools import AgentTool
+from . import _confine
 from ._confine import (
     SKIPPED_DIRS,
     Folder,
     NotRegularError,
+    WalkTooLarge,
     open_at,
     open_inside,
     open_parts,
@@ -179,24 +181,34 @@ class _Search:
     def tree(self, top: Folder, prefix: str) -> None:
         """Search the files under ``top`` until they end or a bound is reached."""
         with contextlib.closing(walk(top, prefix, _poll)) as files:
-            for display, folder, name in files:
-                _poll()
-                if self.files >= MAX_SEARCH_FILES or self.bytes >= MAX_SEARCH_BYTES:
-                    self.stopped = (
-                        f"[... stopped after {self.files:,} files and {self.bytes:,} bytes, "
-                        "as far as one search goes: search a sub-folder]"
-                    )
-                    return
-                try:
-                    opened = open_at(folder, name)
-                except (OSError, NotRegularError):
-                    continue  # gone, unreadable, or swapped for a link: not searched
-                if not isinstance(opened, io.FileIO):
-                    continue  # swapped for a folder: the walk did not see it as one
-                with opened:
-                    self.file(display, opened)
-                if self.stopped:
-                    return
+            try:
+                self.files_of(files)
+            except WalkTooLarge:
+                self.stopped = (
+                    f"[... stopped after looking at {_confine.MAX_WALK_ENTRIES:,} entries of "
+                    "folders, as far as one search goes: search a sub-folder]"
+                )
+
+    def files_of(self, files: Iterator[tuple[str, Folder, str]]) -> None:
+        """Search ``files`` (a walk) until they end or a bound is reached."""
+        for display, folder, name in files:
+            _poll()
+            if self.files >= MAX_SEARCH_FILES or self.bytes >= MAX_SEARCH_BYTES:
+                self.stopped = (
+                    f"[... stopped after {self.files:,} files and {self.bytes:,} bytes, "
+                    "as far as one search goes: search a sub-folder]"
+                )
+                return
+            try:
+                opened = open_at(folder, name)
+            except (OSError, NotRegularError):
+                continue  # gone, unreadable, or swapped for a link: not searched
+            if not isinstance(opened, io.FileIO):
+                continue  # swapped for a folder: the walk did not see it as one
+            with opened:
+                self.file(display, opened)
+            if self.stopped:
+                return
 
 
 def _listing(folder: Folder, display: str) -> str:

@@ -255,6 +255,21 @@ def _unreadable(
     return ProviderFailure(redact(text, secrets)[:300])
 
 
+MAX_ERROR_CHARS = 2000
+"""The longest error message a reply gets: a server chooses the text of an in-band
+error or a stop reason, and would otherwise choose its length too."""
+
+
+def _told(text: str, secrets: tuple[str, ...]) -> str:
+    """An error message as the reply carries it: without the key, then cut to
+    :data:`MAX_ERROR_CHARS` (in that order, so that the cut cannot leave a piece of
+    the key)."""
+    text = redact(text, secrets)
+    if len(text) > MAX_ERROR_CHARS:
+        return text[:MAX_ERROR_CHARS] + " [...]"
+    return text
+
+
 def _closing(
     parser: Parser, provider: str, secrets: tuple[str, ...]
 ) -> Iterable[AssistantMessageEvent]:
@@ -316,6 +331,8 @@ class HttpProvider:
         caller. Server text cut short before it came here (a parser quotes
         the first few hundred characters of an event) loses the piece of a
         key that the cut left (4 characters or more; see :func:`redact`).
+        Then the text is cut to :data:`MAX_ERROR_CHARS`, whatever length the
+        server gave it.
         """
         provider = model.provider or self.label
         builder = AssistantMessageBuilder(api=model.api, provider=provider, model=model.id)
@@ -373,12 +390,12 @@ class HttpProvider:
                 closing = Parser.end(parser)
             for stream_event in closing:
                 await emit(stream_event)
-            return await self._fail(builder, model, emit, redact(str(failure), secrets))
+            return await self._fail(builder, model, emit, _told(str(failure), secrets))
         error = message.error_message
         message = attrs.evolve(
             message,
             usage=priced(message.usage, model),
-            error_message=None if error is None else redact(error, secrets),
+            error_message=None if error is None else _told(error, secrets),
         )
         await emit(builder.done(message))
         return message

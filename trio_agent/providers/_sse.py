@@ -45,7 +45,7 @@ import contextlib
 
 import attrs
 
-__all__ = ["SseDecoder", "SseEvent"]
+__all__ = ["MAX_EVENT_CHARS", "EventTooLarge", "SseDecoder", "SseEvent"]
 
 
 @attrs.define
@@ -63,12 +63,29 @@ class SseEvent:
     """Its ``retry`` field, the reconnection time in milliseconds."""
 
 
+MAX_EVENT_CHARS = 32 * 1024 * 1024
+"""The longest event a decoder holds while it waits for the event's end (32 Mi characters:
+far above any event of the four APIs, a whole long reply in a final event included)."""
+
+
+class EventTooLarge(ValueError):
+    """An event grew past :data:`MAX_EVENT_CHARS` without ending."""
+
+
 class SseDecoder:
-    """Decodes one event stream; :meth:`decode` each piece of text, then :meth:`flush`."""
+    """Decodes one event stream; :meth:`decode` each piece of text, then :meth:`flush`.
 
-    __slots__ = ("_cr", "_data", "_event", "_id", "_pending", "_retry")
+    The text of an event is held until the event ends, so a server that never
+    ends one (an endless ``data:`` line) would make it hold everything it
+    sends: past ``max_event_chars``, :meth:`decode` raises
+    :class:`EventTooLarge` instead.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_cr", "_data", "_event", "_id", "_limit", "_pending", "_retry", "_size")
+
+    def __init__(self, max_event_chars: int = MAX_EVENT_CHARS) -> None:
+        self._limit = max_event_chars
+        self._size = 0  # the characters held in _pending
         self._pending: list[str] = []  # text after the last complete event, not yet decoded
         self._cr = False  # the last piece ended in "\r": it may be the start of a "\r\n"
         self._event = ""
@@ -91,14 +108,17 @@ class SseDecoder:
             if "\n\n" not in text and not (text[:1] == "\n" and pending[-1][-1:] == "\n"):
                 if text:
                     pending.append(text)
+                    self._hold(len(text))
                 return []
             pending.append(text)
             text = "".join(pending)
             pending.clear()
+            self._size = 0
         blocks = text.split("\n\n")
         rest = blocks.pop()
         if rest:
             pending.append(rest)
+            self._hold(len(rest))
         events: list[SseEvent] = []
         for block in blocks:
             # The common event, one "data: " line, goes straight; the state is
@@ -120,7 +140,19 @@ class SseDecoder:
             self._cr = False
             events = self.decode("\n")
         self._pending.clear()
+        self._size = 0
         return events
+
+    def _hold(self, size: int) -> None:
+        """Count ``size`` more characters held for an unfinished event; refuse too many."""
+        self._size += size
+        if self._size > self._limit:
+            held, self._size = self._size, 0
+            self._pending.clear()
+            raise EventTooLarge(
+                f"an event longer than {self._limit:,} characters "
+                f"({held:,} received without its end)"
+            )
 
     def _line(self, line: str, events: list[SseEvent]) -> None:
         if not line:

@@ -54,7 +54,7 @@ import trio
 
 from .._resources import current_resources
 from .._stream import StreamOptions, Timeouts
-from ._sse import SseDecoder, SseEvent
+from ._sse import MAX_EVENT_CHARS, EventTooLarge, SseDecoder, SseEvent
 
 __all__ = [
     "SECRET_FRAGMENT",
@@ -306,7 +306,7 @@ class SseStream:
         if idle is not None and isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _IdleLimited(response.stream, idle)
         self._texts = response.aiter_text()
-        self._decoder: SseDecoder | None = SseDecoder()
+        self._decoder: SseDecoder | None = SseDecoder(MAX_EVENT_CHARS)
 
     async def read(self) -> list[SseEvent] | None:
         """The events that the next read of the body completes (often several, maybe
@@ -319,7 +319,11 @@ class SseStream:
         if text is None:
             self._decoder = None
             return decoder.flush()
-        return decoder.decode(text)
+        try:
+            return decoder.decode(text)
+        except EventTooLarge as exc:
+            self._decoder = None
+            raise ProviderFailure(f"{self._name} sent {exc}") from None
 
     async def read_text(self, limit: int) -> str:
         """The body's text from here on, at most ``limit`` characters: to its end, or
