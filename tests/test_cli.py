@@ -28,8 +28,9 @@ import trio.testing
 import trio_agent
 from tests._providers import fixture
 from tests.test_provider_matrix import APIS, KEY, Api, event_end
-from trio_agent import AssistantMessage, ToolResultMessage, UserMessage
-from trio_agent._cli import _parser, main
+from trio_agent import AssistantMessage, ModelCost, ToolResultMessage, UserMessage
+from trio_agent import models as catalog
+from trio_agent._cli import _parser, main, parse_model
 from trio_agent._cli._files import file_tools
 from trio_agent._cli._term import Terminal
 from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server
@@ -206,6 +207,8 @@ def test_the_demo_runs_as_a_process_on_this_repository() -> None:
         (["run", "hi", "--model", "foo:bar"], "--model names an unknown API 'foo'"),
         (["chat", "--model", "openai:x", "--root", "/no/such"], "'/no/such' is not a folder"),
         (["chat", "--model", "openai:x", "--thinking", "huge"], "invalid choice: 'huge'"),
+        (["models", "--provider", "nope"], "--provider names an unknown provider 'nope'; known: "),
+        (["models", "--api", "bedrock"], "--api names an unknown API 'bedrock'; known: "),
     ],
 )
 def test_usage_errors_exit_2_and_say_what_is_wrong(
@@ -219,7 +222,7 @@ def test_usage_errors_exit_2_and_say_what_is_wrong(
     assert result.out == ""
 
 
-@pytest.mark.parametrize("command", [[], ["demo"], ["run"], ["chat"]])
+@pytest.mark.parametrize("command", [[], ["demo"], ["run"], ["chat"], ["models"]])
 def test_every_command_has_help(command: list[str]) -> None:
     result = run_main([*command, "--help"])
     assert result.code == 0
@@ -623,7 +626,7 @@ DOCUMENTED = [
 
 
 def test_the_docs_show_command_lines() -> None:
-    assert {argv[0] for argv in DOCUMENTED} == {"demo", "run", "chat"}
+    assert {argv[0] for argv in DOCUMENTED} == {"demo", "run", "chat", "models"}
 
 
 @pytest.mark.parametrize("argv", DOCUMENTED, ids=" ".join)
@@ -800,3 +803,92 @@ async def test_a_reader_that_leaves_ends_run_and_chat_quietly_with_0(
     assert code == 0, err
     for noise in ("error", "Error", "Exception", "Traceback", "aborted"):
         assert noise not in err
+
+
+# --- the model catalog, and what a run cost ------------------------------------------------------
+
+
+def test_models_lists_the_catalog_one_model_a_line_starting_with_what_model_takes() -> None:
+    result = run_main(["models", "--provider", "groq"])
+    assert result.code == 0, result
+    lines = result.out.splitlines()
+    assert len(lines) == 7
+    assert lines[1] == (
+        "openai-chat:llama-3.3-70b-versatile  groq  context 131,072, output 32,768  "
+        "$0.59 in / $0.79 out per M tokens  text"
+    )
+    assert result.err == ""
+
+
+def test_models_in_json_is_one_object_a_line() -> None:
+    result = run_main(["models", "--api", "anthropic", "--provider", "anthropic", "--json"])
+    assert result.code == 0, result
+    models = [json.loads(line) for line in result.out.splitlines()]
+    assert len(models) == 14
+    (sonnet,) = [m for m in models if m["id"] == "claude-sonnet-4-5"]
+    assert sonnet["cost"] == {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
+    assert (sonnet["api"], sonnet["baseUrl"]) == ("anthropic-messages", "https://api.anthropic.com")
+
+
+def test_models_lists_every_model_without_a_filter() -> None:
+    assert len(run_main(["models"]).out.splitlines()) == len(catalog.list())
+
+
+def test_model_takes_what_the_catalog_knows_and_thinking_makes_a_reasoning_model() -> None:
+    sonnet = parse_model("anthropic:claude-sonnet-4-5", None, "off")
+    assert (sonnet.cost.output, sonnet.max_tokens, sonnet.reasoning) == (15.0, 64_000, True)
+    unknown = parse_model("openai-chat:my-model", "http://localhost:8000/v1", "high")
+    assert (unknown.reasoning, unknown.cost, unknown.provider) == (True, ModelCost(), "vllm")
+
+
+async def test_run_tells_the_tokens_it_used_on_stderr(api: Api, tmp_path: Path) -> None:
+    async with open_sse_server(answer(api)) as server:
+        result = await cli(
+            ["run", "hi", *model_options(api, server.url)], env=keyed(api), cwd=tmp_path
+        )
+    assert result.code == 0, result
+    last = result.err.splitlines()[-1]
+    # a server on loopback is not the one the catalog prices: no money, only tokens
+    assert re.fullmatch(
+        r"  used [\d,]+ tokens in, [\d,]+ out( \(.*\))?; no prices known for .+", last
+    )
+    assert result.out == api.answer + "\n"
+
+
+async def test_run_in_json_prints_no_usage_line(tmp_path: Path) -> None:
+    (api,) = [a for a in APIS if a.name == "anthropic"]
+    async with open_sse_server(answer(api)) as server:
+        argv = ["run", "hi", *model_options(api, server.url), "--json"]
+        result = await cli(argv, env=keyed(api), cwd=tmp_path)
+    assert result.code == 0, result
+    assert "used " not in result.err
+
+
+async def test_chat_tells_the_tokens_each_run_used(tmp_path: Path) -> None:
+    (api,) = [a for a in APIS if a.name == "google"]
+    async with open_sse_server(answer(api), answer(api)) as server, trio.open_nursery() as nursery:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=keyed(api),
+            cwd=tmp_path,
+        )
+        assert process.stdin
+        assert process.stdout
+        assert process.stderr
+        out, err = Output(), Output()
+        nursery.start_soon(out.collect, process.stdout)
+        nursery.start_soon(err.collect, process.stderr)
+        await process.stdin.send_all(b"one\n")
+        await err.expect("  used ")
+        await process.stdin.send_all(b"two\n")
+        await err.expect("  used ", count=2)
+        await process.stdin.aclose()
+        with trio.fail_after(30):
+            assert await process.wait() == 0, err.text
+    assert out.text == (api.answer + "\n") * 2
+    used = [line for line in err.text.splitlines() if line.startswith("  used ")]
+    assert used[0] == used[1]
+    assert used[0].endswith(f"; no prices known for {MODEL_IDS[api.name]} at {server.url}/v1beta")

@@ -7,10 +7,11 @@ import importlib
 import pytest
 
 import trio_agent
+import trio_agent.models
 import trio_agent.providers
 
 
-@pytest.mark.parametrize("module", [trio_agent, trio_agent.providers])
+@pytest.mark.parametrize("module", [trio_agent, trio_agent.models, trio_agent.providers])
 def test_all_is_sorted_and_importable(module: object) -> None:
     names = module.__all__  # type: ignore[attr-defined]
     assert names == sorted(names)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import anthropic as anthropic_sdk
 import attrs
+import pydantic
 import pytest
 import trio
 
@@ -145,13 +147,14 @@ async def test_redacted_thinking_is_kept_opaque(clock: Any, pieces: Any) -> None
         result = await call(anthropic.stream, model(server.url, reasoning=True))
     check_stream(result.events)
     assert final(result.message) == reply(
-        ThinkingContent("", thinking_signature=REDACTED, redacted=True),
+        ThinkingContent("[Reasoning redacted]", thinking_signature=REDACTED, redacted=True),
         ThinkingContent("Visible part.", thinking_signature="sig-2"),
         TextContent("Done."),
         usage=usage(input=40, output=80),
         response_id="msg_01Redact",
     )
-    assert result.types[1:3] == ["thinking_start", "thinking_end"]  # no deltas
+    # pi-ai's convention: the text says it is withheld, the data is the signature.
+    assert result.types[1:4] == ["thinking_start", "thinking_delta", "thinking_end"]
 
 
 @pytest.mark.parametrize("pieces", PIECES)
@@ -640,7 +643,100 @@ async def test_a_streamed_reply_goes_back_unchanged(
         first = await call(anthropic.stream, claude)
         ctx = context(UserMessage.text("q"), first.message, UserMessage.text("again"))
         await call(anthropic.stream, claude, ctx)
-    assert server.requests[1].json["messages"][1] == {"role": "assistant", "content": replayed}
+    assert sdk_messages(server.requests[1].json)[1] == {"role": "assistant", "content": replayed}
+
+
+def sdk_stream(*events: dict[str, Any]) -> ScriptedResponse:
+    """A body of ``events``, each checked against the anthropic SDK's stream event type."""
+    adapter = pydantic.TypeAdapter(anthropic_sdk.types.RawMessageStreamEvent)
+    return ScriptedResponse(
+        body=sse_body(
+            (event["type"], adapter.validate_python(event).model_dump(mode="json"))
+            for event in events
+        )
+    )
+
+
+def sdk_messages(body: dict[str, Any]) -> list[Any]:
+    """The request's messages, checked against the anthropic SDK's ``MessageParam``."""
+    messages: list[Any] = body["messages"]
+    pydantic.TypeAdapter(list[anthropic_sdk.types.MessageParam]).validate_python(messages)
+    return messages
+
+
+async def test_signed_thinking_with_no_text_goes_back_in_a_tool_loop(clock: Any) -> None:
+    # With the thinking display omitted, a model sends thinking blocks with no text
+    # but a signature; the API wants them back, as they came, in the tool loop.
+    start = {"type": "content_block_start", "index": 0}
+    first = sdk_stream(
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL_ID,
+                "content": [],
+                "usage": {"input_tokens": 10, "output_tokens": 1},
+            },
+        },
+        {**start, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        _delta({"type": "signature_delta", "signature": "sig-omitted"}),
+        {"type": "content_block_stop", "index": 0},
+        {
+            **start,
+            "index": 1,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}},
+        },
+        _delta({"type": "input_json_delta", "partial_json": '{"value": "x"}'}, index=1),
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 20},
+        },
+        {"type": "message_stop"},
+    )
+    async with open_sse_server(first, sse("text.sse")) as server:
+        claude = model(server.url, reasoning=True)
+        turn = await call(anthropic.stream, claude, None, options(reasoning="low"))
+        result = ToolResultMessage(
+            tool_call_id="toolu_1", tool_name="echo", content=(TextContent("x"),)
+        )
+        ctx = context(UserMessage.text("q"), turn.message, result, tools=[ECHO])
+        await call(anthropic.stream, claude, ctx, options(reasoning="low"))
+    assert turn.message.content[0] == ThinkingContent("", thinking_signature="sig-omitted")
+    assert sdk_messages(server.requests[1].json)[1]["content"] == [
+        {"type": "thinking", "thinking": "", "signature": "sig-omitted"},
+        {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"value": "x"}},
+    ]
+
+
+async def test_thinking_goes_back_signed_or_as_text_or_not_at_all(clock: Any) -> None:
+    # As pi-ai: a signed block always goes back; an unsigned one (an aborted stream's)
+    # goes as text, or not at all when it has no text.
+    ctx = context(
+        UserMessage.text("q"),
+        ours(
+            ThinkingContent("", thinking_signature="sig-empty"),
+            ThinkingContent("  ", thinking_signature="sig-blank"),
+            ThinkingContent("unsigned idea"),
+            ThinkingContent(" "),
+            ThinkingContent("", thinking_signature=""),
+            ThinkingContent("[Reasoning redacted]", thinking_signature="opaque", redacted=True),
+            TextContent("answer"),
+            stop_reason="stop",
+        ),
+        UserMessage.text("again"),
+    )
+    body = await request_of(model, ctx)
+    assert sdk_messages(body)[1]["content"] == [
+        {"type": "thinking", "thinking": "", "signature": "sig-empty"},
+        {"type": "thinking", "thinking": "  ", "signature": "sig-blank"},
+        {"type": "text", "text": "unsigned idea"},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "text", "text": "answer"},
+    ]
 
 
 # --- keys and HTTP errors ------------------------------------------------------------------------

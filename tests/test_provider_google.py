@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import pydantic
 import pytest
+from google.genai import types as genai_types
 
 from tests._providers import (
     PIECES,
@@ -471,11 +473,87 @@ async def test_gemini_3_replays_another_models_calls_with_the_skip_signature(clo
     body = (await request_of(lambda url: model(url, "gemini-3-pro-preview"), ctx)).json
     assert body["contents"][1]["parts"] == [
         {
-            "functionCall": {"name": "echo", "args": {"value": "a"}},
+            "functionCall": {"name": "echo", "args": {"value": "a"}, "id": "x"},
             "thoughtSignature": "skip_thought_signature_validator",
         },
-        {"functionCall": {"name": "echo", "args": {"value": "b"}}},
+        {"functionCall": {"name": "echo", "args": {"value": "b"}, "id": "y"}},
     ]
+
+
+def sdk_response(*parts: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    """A streamed response, made with the google-genai SDK's model of one."""
+    response = genai_types.GenerateContentResponse.model_validate(
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": list(parts)}, "finishReason": finish}
+            ],
+            "responseId": "resp-1",
+        }
+    )
+    dumped: dict[str, Any] = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def sdk_contents(body: dict[str, Any]) -> list[Any]:
+    """The request's ``contents``, checked against the google-genai SDK's ``Content``
+    (whose models refuse fields they do not know)."""
+    contents: list[Any] = body["contents"]
+    pydantic.TypeAdapter(list[genai_types.Content]).validate_python(contents)
+    return contents
+
+
+@pytest.mark.parametrize(
+    ("model_id", "ids"),
+    [("gemini-3-flash-preview", True), ("gemini-2.5-flash", False)],
+)
+async def test_gemini_3_gets_its_call_ids_back_in_the_call_and_the_result(
+    clock: Any, model_id: str, ids: bool
+) -> None:
+    call_part = {"functionCall": {"id": "fc-7", "name": "echo", "args": {"value": "v"}}}
+    first = ScriptedResponse(
+        body=sse_body([(None, sdk_response(call_part, finish="STOP"))], crlf=True)
+    )
+    async with open_sse_server(first, sse("text.sse")) as server:
+        gemini = model(server.url, model_id)
+        turn = await call(google.stream, gemini)
+        result = ToolResultMessage(
+            tool_call_id="fc-7", tool_name="echo", content=(TextContent("v"),)
+        )
+        ctx = context(UserMessage.text("q"), turn.message, result, tools=[ECHO])
+        await call(google.stream, gemini, ctx)
+    assert turn.message.content == (ToolCall("fc-7", "echo", {"value": "v"}),)
+    contents = sdk_contents(server.requests[1].json)
+    call_id = {"id": "fc-7"} if ids else {}
+    assert contents[1:] == [
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "echo", "args": {"value": "v"}, **call_id}}],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "echo", "response": {"output": "v"}, **call_id}}
+            ],
+        },
+    ]
+
+
+async def test_ids_of_another_provider_are_made_valid_for_gemini_3(clock: Any) -> None:
+    long_id = "call_1|fc_" + "z" * 80
+    other = AssistantMessage(
+        content=(ToolCall(long_id, "echo", {}),),
+        api="openai-responses",
+        provider="openai",
+        model="gpt-5",
+        stop_reason="toolUse",
+    )
+    result = ToolResultMessage(tool_call_id=long_id, tool_name="echo", content=(TextContent("r"),))
+    ctx = context(UserMessage.text("q"), other, result)
+    body = (await request_of(lambda url: model(url, "gemini-3-pro-preview"), ctx)).json
+    contents = sdk_contents(body)
+    sent = ("call_1_fc_" + "z" * 80)[:64]
+    assert contents[1]["parts"][0]["functionCall"]["id"] == sent
+    assert contents[2]["parts"][0]["functionResponse"]["id"] == sent
 
 
 async def test_the_url_and_the_key_header(clock: Any) -> None:

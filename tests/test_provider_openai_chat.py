@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
+import pydantic
 import pytest
+from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
 
 from tests._providers import (
     PIECES,
@@ -266,8 +269,7 @@ async def test_the_request_for_openai(clock: Any) -> None:
         "stream_options": {"include_usage": True},
         "store": False,
         "max_completion_tokens": 100,
-        "temperature": 0.2,
-        "reasoning_effort": "high",
+        "reasoning_effort": "high",  # and no temperature, which reasoning models refuse
         "messages": [
             {"role": "developer", "content": "Be brief."},
             {
@@ -290,6 +292,93 @@ async def test_the_request_for_openai(clock: Any) -> None:
             }
         ],
     }
+
+
+def sdk_request(body: dict[str, Any]) -> dict[str, Any]:
+    """``body``, checked against the openai SDK's request type (its messages one by one:
+    TypedDicts take extra keys)."""
+    pydantic.TypeAdapter(CompletionCreateParamsStreaming).validate_python(body)
+    pydantic.TypeAdapter(list[openai.types.chat.ChatCompletionMessageParam]).validate_python(
+        body["messages"]
+    )
+    return body
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "level", "sent"),
+    [
+        (True, "low", {"reasoning_effort": "low"}),  # no temperature: it would be refused
+        (True, None, {"temperature": 0.2}),
+        (False, "low", {"temperature": 0.2}),
+    ],
+)
+async def test_temperature_is_left_out_with_reasoning_effort(
+    clock: Any, reasoning: bool, level: Any, sent: dict[str, Any]
+) -> None:
+    body = await request_of(
+        lambda url: model(url, reasoning=reasoning), temperature=0.2, reasoning=level
+    )
+    del body["_headers"], body["_path"]
+    sdk_request(body)
+    assert {key: body[key] for key in ("temperature", "reasoning_effort") if key in body} == sent
+
+
+def sdk_chunks(*deltas: dict[str, Any], finish: str = "stop") -> ScriptedResponse:
+    """A reply streamed as the openai SDK's ``ChatCompletionChunk`` models."""
+    chunks = [
+        openai.types.chat.ChatCompletionChunk.model_validate(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "gpt-4.1",
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": delta,
+                        "finish_reason": finish if number == len(deltas) - 1 else None,
+                    }
+                ],
+            }
+        )
+        for number, delta in enumerate(deltas)
+    ]
+    return ScriptedResponse(
+        body=sse_body(((None, chunk.model_dump(mode="json")) for chunk in chunks), done=True)
+    )
+
+
+async def test_a_refusal_is_the_answer_the_user_and_the_next_request_see(clock: Any) -> None:
+    refusal = sdk_chunks(
+        {"role": "assistant", "content": None, "refusal": ""},
+        {"refusal": "I can't help "},
+        {"refusal": "with that."},
+        {},
+    )
+    async with open_sse_server(refusal, sse("text.sse")) as server:
+        first = await call(openai_chat.stream, model(server.url))
+        check_stream(first.events)
+        ctx = context(UserMessage.text("q"), first.message, UserMessage.text("why?"))
+        await call(openai_chat.stream, model(server.url), ctx)
+    assert first.message.content == (TextContent("I can't help with that."),)
+    assert first.message.stop_reason == "stop"
+    assert [e.type for e in first.events if e.type.startswith("text")] == [
+        "text_start",
+        *("text_delta", "text_delta"),
+        "text_end",
+    ]
+    assert sdk_request(server.requests[1].json)["messages"][1] == {
+        "role": "assistant",
+        "content": "I can't help with that.",
+    }
+
+
+async def test_a_refusal_of_another_type_is_an_error_naming_it(clock: Any) -> None:
+    chunk = {"id": "c", "choices": [{"index": 0, "delta": {"refusal": 5}}]}
+    async with open_sse_server(ScriptedResponse(body=sse_body([(None, chunk)]))) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.stop_reason == "error"
+    assert "choices[0].delta.refusal is 5, not a string" in (result.message.error_message or "")
 
 
 async def test_the_request_for_a_local_server(clock: Any) -> None:

@@ -5,10 +5,13 @@ providers.md ("OpenAI responses"), wire-formats.md §3.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import attrs
+import openai
+import pydantic
 import pytest
 import trio
 
@@ -428,6 +431,46 @@ async def request_of(ctx: Any = None, model_kwargs: Any = None, **opts: Any) -> 
     return body
 
 
+def sdk_input(body: dict[str, Any]) -> list[Any]:
+    """The request's ``input``, checked item by item against the openai SDK's type."""
+    items: list[Any] = body["input"]
+    pydantic.TypeAdapter(list[openai.types.responses.ResponseInputItemParam]).validate_python(items)
+    return items
+
+
+async def test_text_without_its_item_id_gets_one_made_from_its_place(clock: Any) -> None:
+    long_id = "msg_" + "x" * 70
+    ctx = context(
+        UserMessage.text("q"),
+        reply(TextContent("a"), TextContent("b", text_signature=long_id), TextContent("c")),
+        UserMessage.text("again"),
+        reply(TextContent("d", text_signature="msg_own")),
+    )
+    body = await request_of(ctx)
+    ids = [item.get("id") for item in sdk_input(body) if item.get("type") == "message"]
+    assert ids[0] == "msg_1"
+    assert ids[1] == "msg_" + hashlib.sha256(long_id.encode()).hexdigest()[:32]  # too long
+    assert ids[2:] == ["msg_1_2", "msg_own"]
+
+
+async def test_cache_writes_are_taken_out_of_the_input(clock: Any) -> None:
+    usage = openai.types.responses.ResponseUsage.model_validate(
+        {
+            "input_tokens": 300,
+            "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 50},
+            "output_tokens": 10,
+            "output_tokens_details": {"reasoning_tokens": 4},
+            "total_tokens": 310,
+        }
+    ).model_dump(mode="json")
+    response = _hi_then({"type": "response.completed", "response": {"usage": usage}})
+    async with open_sse_server(response) as server:
+        result = await call(openai_responses.stream, model(server.url))
+    assert attrs.evolve(result.message.usage, cost=Usage().cost) == Usage(
+        input=150, output=10, cache_read=100, cache_write=50, total_tokens=310
+    )
+
+
 async def test_the_request_for_a_transcript(clock: Any) -> None:
     ctx = context(
         UserMessage((TextContent("look"), IMAGE)),
@@ -516,7 +559,7 @@ async def test_calls_of_another_model_are_replayed_without_their_item_ids(clock:
         UserMessage.text("q"),
         reply(
             ThinkingContent("Hmm.", thinking_signature=json.dumps(REASONING_ITEM)),
-            TextContent("Calling.", text_signature="msg_1"),
+            TextContent("Calling.", text_signature="msg_other"),
             ToolCall("call_1|fc_1", "echo", {}),
             ToolCall("toolu_2", "echo", {}),
             stop_reason="toolUse",
@@ -526,18 +569,22 @@ async def test_calls_of_another_model_are_replayed_without_their_item_ids(clock:
         ToolResultMessage(tool_call_id="toolu_2", tool_name="echo", content=[TextContent("b")]),
     )
     body = await request_of(ctx)
-    assert body["input"][1:] == [
+    # The message items need an id (the SDK's type requires one): as pi-ai, one made
+    # from the message's place in the transcript and the block's among its texts.
+    assert sdk_input(body)[1:] == [
         {
             "type": "message",
             "role": "assistant",
             "status": "completed",
             "content": [{"type": "output_text", "text": "Hmm.", "annotations": []}],
+            "id": "msg_1",
         },
         {
             "type": "message",
             "role": "assistant",
             "status": "completed",
             "content": [{"type": "output_text", "text": "Calling.", "annotations": []}],
+            "id": "msg_1_1",
         },
         {"type": "function_call", "call_id": "call_1", "name": "echo", "arguments": "{}"},
         {"type": "function_call", "call_id": "toolu_2", "name": "echo", "arguments": "{}"},

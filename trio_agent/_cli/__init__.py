@@ -1,4 +1,4 @@
-"""The command line: ``trio-agent demo | run | chat`` (also ``python -m trio_agent``).
+"""The command line: ``trio-agent demo | run | chat | models`` (also ``python -m trio_agent``).
 
 - ``demo [FOLDER]``: the scripted model with real tools on a folder; no
   network, no key.
@@ -8,6 +8,10 @@
   works steers it; ``/follow TEXT`` queues a follow-up; Ctrl-C aborts the
   run (a second Ctrl-C exits); ``/save FILE`` and ``--session FILE`` save
   and resume.
+- ``models [--provider P] [--api API]``: the model catalog, one model a line.
+
+After a run of ``run`` or ``chat``, one line on stderr tells the tokens it
+used and, at the catalog's prices for the model, what they cost.
 
 Answers go to stdout, progress to stderr. Exit codes: 0 done, 1 an error (a
 provider's, told in one line; for ``chat``, when its last run ended with one),
@@ -45,8 +49,10 @@ from ..providers._common import HttpProvider
 from ..providers.openai_chat import _ENV_KEYS as OPENAI_CHAT_KEYS  # its variable per host
 from ._chat import HELP as CHAT_HELP
 from ._chat import Chat, ended_in_error
+from ._cost import usage_line
 from ._demo import SYSTEM_PROMPT, demo_model, demo_tools, prompt_for
 from ._files import file_tools
+from ._models import listing
 from ._term import Terminal, silence
 
 __all__ = ["main"]
@@ -80,7 +86,9 @@ class UsageError(Exception):
 
 
 def parse_model(spec: str, base_url: str | None, thinking: ThinkingLevel) -> Model:
-    """The model named by ``API:ID`` (the id may contain colons: ``openai-chat:llama3.2:3b``)."""
+    """The model named by ``API:ID`` (the id may contain colons: ``openai-chat:llama3.2:3b``),
+    with what the model catalog knows of it; a thinking level makes it a reasoning model
+    even where the catalog does not say it is one."""
     api, colon, model_id = spec.partition(":")
     api = ALIASES.get(api, api)
     if not colon or not model_id:
@@ -88,7 +96,7 @@ def parse_model(spec: str, base_url: str | None, thinking: ThinkingLevel) -> Mod
     if api not in MODELS:
         known = ", ".join([*MODELS, *ALIASES])
         raise UsageError(f"--model names an unknown API {api!r}; known: {known}")
-    options: dict[str, object] = {"reasoning": thinking != "off"}
+    options: dict[str, object] = {"reasoning": True} if thinking != "off" else {}
     if base_url:
         options["base_url"] = base_url
     return MODELS[api](model_id, **options)
@@ -161,8 +169,9 @@ def _parser() -> _Parser:
             metavar="API:ID",
             help="the model, e.g. openai-chat:gpt-4o-mini, anthropic-messages:claude-sonnet-4-5, "
             "google-generative-ai:gemini-2.5-flash, openai-chat:llama3.2 with --base-url "
-            "(default: $TRIO_AGENT_MODEL). The key comes from the provider's environment "
-            "variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)",
+            "(default: $TRIO_AGENT_MODEL). Its limits and prices come from the model "
+            "catalog (trio-agent models lists it). The key comes from the provider's "
+            "environment variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)",
         )
         command.add_argument(
             "--api-key-env",
@@ -209,7 +218,20 @@ def _parser() -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     real_model_options(chat)
-    parser.commands = {"demo": demo, "run": run, "chat": chat}
+
+    models = commands.add_parser(
+        "models",
+        help="list the models the catalog knows, with their limits and prices",
+        description="The model catalog: one model a line, starting with what --model takes "
+        "(API:ID), then its provider, context window, output limit, prices per million "
+        "tokens, and what it takes (text, images) and does (reasoning).",
+    )
+    models.add_argument("--provider", metavar="P", help="only the models of provider P (e.g. groq)")
+    models.add_argument(
+        "--api", metavar="API", help="only the models served over API (e.g. openai-chat)"
+    )
+    models.add_argument("--json", action="store_true", help="one line of JSON per model")
+    parser.commands = {"demo": demo, "run": run, "chat": chat, "models": models}
     return parser
 
 
@@ -325,7 +347,26 @@ async def _run(args: argparse.Namespace, term: Terminal) -> int:
     agent = _real_agent(args, await _load(args.session))
     agent.subscribe(term.show)
     saves = [path for path in (args.session, args.save) if path is not None]
-    return await _one_run(agent, term, args.prompt, saves)
+    start = len(agent.state.messages)
+    code = await _one_run(agent, term, args.prompt, saves)
+    used = usage_line(agent.state.messages[start:], agent.state.model)
+    if used is not None and not args.json:
+        term.note(used)
+    return code
+
+
+def _models(args: argparse.Namespace, out: TextIO) -> int:
+    api = ALIASES.get(args.api, args.api) if args.api is not None else None
+    if api is not None and api not in MODELS:
+        known = ", ".join([*MODELS, *ALIASES])
+        raise UsageError(f"--api names an unknown API {args.api!r}; known: {known}")
+    try:
+        lines = listing(args.provider, api, args.json)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for text in lines:
+        print(text, file=out)
+    return EXIT_OK
 
 
 async def _chat(args: argparse.Namespace, term: Terminal, stdin: TextIO) -> int:
@@ -383,6 +424,8 @@ def _main(
             if args.pace < 0:
                 raise UsageError(f"--pace must be 0 or more, not {args.pace:g}")
             return trio.run(_demo, args, term, clock=clock)
+        if args.command == "models":
+            return _models(args, out)
         if not args.model:
             raise UsageError("--model API:ID is needed (or set TRIO_AGENT_MODEL)")
         if not Path(args.root).is_dir():

@@ -24,6 +24,7 @@ import trio
 from .._agent import Agent
 from .._errors import TrioAgentError
 from .._messages import AgentMessage, AssistantMessage
+from ._cost import usage_line
 from ._term import Terminal
 
 Input = tuple[Literal["line", "eof", "interrupt", "closed"], str]
@@ -168,9 +169,13 @@ class Chat:
 
     async def _run(self, prompt: str, done: trio.Event) -> None:
         self._failed = True  # until the run returns and says otherwise
+        start = len(self.agent.state.messages)
         try:
             await self.agent.prompt(prompt)
             self._failed = ended_in_error(self.agent.state.messages)
+            used = usage_line(self.agent.state.messages[start:], self.agent.state.model)
+            if used is not None:
+                self.term.note(used)
         except TrioAgentError as exc:
             self.term.error(str(exc))
         finally:

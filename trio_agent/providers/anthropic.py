@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
+from .. import _catalog
 from .._events import AssistantMessageEvent
 from .._messages import (
     AssistantMessage,
@@ -59,6 +60,8 @@ _FREE = ModelCost()
 
 THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
 """``budget_tokens`` of extended thinking, per reasoning level."""
+_REDACTED_THINKING = "[Reasoning redacted]"
+"""The text of a redacted thinking block, whose reasoning the API sends encrypted."""
 _MIN_BUDGET = 1024  # the API's smallest budget
 _MIN_ANSWER = 1024  # tokens left for the answer when max_tokens squeezes the budget
 
@@ -66,27 +69,49 @@ _MIN_ANSWER = 1024  # tokens left for the answer when max_tokens squeezes the bu
 def model(
     id: str,
     *,
-    base_url: str = "https://api.anthropic.com",
-    provider: str = "anthropic",
-    reasoning: bool = False,
-    context_window: int = 200_000,
-    max_tokens: int = 32_000,
-    input: Sequence[str] = ("text", "image"),
+    base_url: str | None = None,
+    provider: str | None = None,
+    reasoning: bool | None = None,
+    context_window: int | None = None,
+    max_tokens: int | None = None,
+    input: Sequence[str] | None = None,
     headers: dict[str, str] | None = None,
-    cost: ModelCost = _FREE,
+    cost: ModelCost | None = None,
 ) -> Model:
-    """A model served over the Anthropic messages API at ``base_url``."""
-    return Model(
-        id=id,
-        api=API,
-        provider=provider,
-        base_url=base_url,
-        reasoning=reasoning,
-        context_window=context_window,
-        max_tokens=max_tokens,
-        input=tuple(input),
-        headers=headers or {},
-        cost=cost,
+    """A model served over the Anthropic messages API at ``base_url``.
+
+    What the model catalog (:mod:`trio_agent.models`) knows of ``id`` at
+    ``provider`` is filled in: limits, prices, input, reasoning, base URL and
+    the request rules. An argument given here wins over it; a ``base_url``
+    other than the catalog's is another server, which the catalog does not
+    describe. An id the catalog does not know gets the defaults
+    (``https://api.anthropic.com``, no reasoning, 200,000 tokens of context,
+    32,000 of output, text and images, free). The provider label, when not
+    given, is the one whose catalog models on this API are served at
+    ``base_url``, else ``"anthropic"``.
+    """
+    if provider is None:
+        provider = (base_url and _catalog.provider_at(API, base_url)) or "anthropic"
+    return _catalog.describe(
+        API,
+        id,
+        provider,
+        defaults={
+            "base_url": "https://api.anthropic.com",
+            "reasoning": False,
+            "context_window": 200_000,
+            "max_tokens": 32_000,
+            "input": ("text", "image"),
+        },
+        given={
+            "base_url": base_url,
+            "reasoning": reasoning,
+            "context_window": context_window,
+            "max_tokens": max_tokens,
+            "input": input,
+            "headers": headers,
+            "cost": cost,
+        },
     )
 
 
@@ -152,11 +177,12 @@ def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
             if block.redacted:
                 if signature:
                     out.append({"type": "redacted_thinking", "data": signature})
-            elif not block.thinking.strip():
-                continue
-            elif signature:
+            elif signature and signature.strip():
+                # Signed thinking goes back as it came, even with no text (what a model
+                # sends when its thinking display is omitted): the API checks the
+                # previous turn's signed blocks during a tool loop.
                 out.append({"type": "thinking", "thinking": block.thinking, "signature": signature})
-            else:  # unsigned thinking would be refused: it goes as text
+            elif block.thinking.strip():  # unsigned thinking would be refused: it goes as text
                 out.append({"type": "text", "text": block.thinking})
         elif isinstance(block, ToolCall):
             out.append(
@@ -264,7 +290,8 @@ class Anthropic(HttpProvider):
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
-    "pause_turn": "stop",
+    "pause_turn": "stop",  # a server tool paused the turn: as pi-ai, a stop; sending
+    # the transcript again continues it
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
     "tool_use": "toolUse",
@@ -394,7 +421,10 @@ class _MessagesParser(Parser):
             if block.signature:
                 builder.set_signature(block.signature)
         elif block.kind == "redacted":
+            # pi-ai's convention: the text says it is withheld, the opaque data is the
+            # signature that goes back as ``redacted_thinking``.
             out.append(builder.thinking_start(redacted=True))
+            out.append(builder.thinking_delta(_REDACTED_THINKING))
             if redacted is not None:
                 builder.set_signature(redacted)
         else:

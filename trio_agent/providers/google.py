@@ -29,7 +29,10 @@ different signature starts a new block, so each is replayed on its own part).
 ``functionCall`` parts arrive whole: a tool call with one delta (the compact
 JSON of its arguments). Gemini rarely gives calls an id; the missing ones are
 ``f"{responseId or 'gemini'}_{n}"``, with *n* the call's position among the
-reply's calls, so the same reply always gets the same ids. ``finishReason``
+reply's calls, so the same reply always gets the same ids. Gemini 3 pairs calls
+and results by id: for it (and the Claude and gpt-oss models behind this API)
+the ids go back in ``functionCall.id`` and ``functionResponse.id``, as pi-ai
+sends them. ``finishReason``
 ``STOP`` is ``stop`` (``toolUse`` when the reply holds calls), ``MAX_TOKENS``
 is ``length``; any other (``SAFETY``, ``RECITATION``,
 ``MALFORMED_FUNCTION_CALL``, ...) ends the reply as an error that names it,
@@ -43,9 +46,11 @@ and nothing of that response is taken.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, TypeAlias
 
+from .. import _catalog
 from .._events import AssistantMessageEvent
 from .._messages import (
     AssistantMessage,
@@ -76,32 +81,73 @@ _PRO_XHIGH = 32768
 # Gemini 3 refuses a replayed function call without a thought signature; for
 # calls another model made, Google documents this value to skip the check.
 _SKIP_SIGNATURE = "skip_thought_signature_validator"
+_GEMINI_VERSION = re.compile(r"^(?:models/)?gemini(?:-live)?-(\d+)")
+_NOT_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def _sends_call_ids(model_id: str) -> bool:
+    """Whether the model pairs calls and results by id (``functionCall.id``,
+    ``functionResponse.id``): Gemini 3 and later, and the Claude and gpt-oss models
+    served behind this API, as pi-ai has it. Older Gemini models get no ids back."""
+    model_id = model_id.lower()
+    if model_id.startswith(("claude-", "gpt-oss-", "models/claude-", "models/gpt-oss-")):
+        return True
+    match = _GEMINI_VERSION.match(model_id)
+    return match is not None and int(match.group(1)) >= 3
+
+
+def _call_id(id: str) -> str:
+    """A tool-call id as sent back: Gemini's own ids unchanged, another provider's made
+    of the characters and length (64) it takes, the same way in the call and its result."""
+    return _NOT_ID_CHARS.sub("_", id)[:64]
 
 
 def model(
     id: str,
     *,
-    base_url: str = "https://generativelanguage.googleapis.com/v1beta",
-    provider: str = "google",
-    reasoning: bool = False,
-    context_window: int = 1_048_576,
-    max_tokens: int = 65_536,
-    input: Sequence[str] = ("text", "image"),
+    base_url: str | None = None,
+    provider: str | None = None,
+    reasoning: bool | None = None,
+    context_window: int | None = None,
+    max_tokens: int | None = None,
+    input: Sequence[str] | None = None,
     headers: dict[str, str] | None = None,
-    cost: ModelCost = _FREE,
+    cost: ModelCost | None = None,
 ) -> Model:
-    """A Gemini model served by the Gemini API (Google AI Studio) at ``base_url``."""
-    return Model(
-        id=id,
-        api=API,
-        provider=provider,
-        base_url=base_url,
-        reasoning=reasoning,
-        context_window=context_window,
-        max_tokens=max_tokens,
-        input=tuple(input),
-        headers=headers or {},
-        cost=cost,
+    """A Gemini model served by the Gemini API (Google AI Studio) at ``base_url``.
+
+    What the model catalog (:mod:`trio_agent.models`) knows of ``id`` at
+    ``provider`` is filled in: limits, prices, input, reasoning, base URL and
+    the request rules. An argument given here wins over it; a ``base_url``
+    other than the catalog's is another server, which the catalog does not
+    describe. An id the catalog does not know gets the defaults (the Gemini
+    API's URL, no reasoning, 1,048,576 tokens of context, 65,536 of output,
+    text and images, free). The provider label, when not given, is the one
+    whose catalog models on this API are served at ``base_url``, else
+    ``"google"``.
+    """
+    if provider is None:
+        provider = (base_url and _catalog.provider_at(API, base_url)) or "google"
+    return _catalog.describe(
+        API,
+        id,
+        provider,
+        defaults={
+            "base_url": "https://generativelanguage.googleapis.com/v1beta",
+            "reasoning": False,
+            "context_window": 1_048_576,
+            "max_tokens": 65_536,
+            "input": ("text", "image"),
+        },
+        given={
+            "base_url": base_url,
+            "reasoning": reasoning,
+            "context_window": context_window,
+            "max_tokens": max_tokens,
+            "input": input,
+            "headers": headers,
+            "cost": cost,
+        },
     )
 
 
@@ -141,6 +187,7 @@ def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
 
 def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
+    ids = _sends_call_ids(model.id)
     for block in message.content:
         if isinstance(block, TextContent):
             # An empty part is kept only for its signature (Gemini may sign the last, empty part).
@@ -152,12 +199,10 @@ def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]
                     _signed({"text": block.thinking, "thought": True}, block.thinking_signature)
                 )
         elif isinstance(block, ToolCall):
-            parts.append(
-                _signed(
-                    {"functionCall": {"name": block.name, "args": block.arguments}},
-                    block.thought_signature,
-                )
-            )
+            call: dict[str, Any] = {"name": block.name, "args": block.arguments}
+            if ids:
+                call["id"] = _call_id(block.id)
+            parts.append(_signed({"functionCall": call}, block.thought_signature))
     if "gemini-3" in model.id.lower() and (message.provider, message.api, message.model) != (
         model.provider,
         model.api,
@@ -169,16 +214,17 @@ def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]
     return parts
 
 
-def _function_response(message: ToolResultMessage, has_images: bool) -> dict[str, Any]:
+def _function_response(message: ToolResultMessage, has_images: bool, ids: bool) -> dict[str, Any]:
     text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
     if not text and has_images:
         text = "(see attached image)"
-    return {
-        "functionResponse": {
-            "name": message.tool_name,
-            "response": {"error": text} if message.is_error else {"output": text},
-        }
+    response: dict[str, Any] = {
+        "name": message.tool_name,
+        "response": {"error": text} if message.is_error else {"output": text},
     }
+    if ids:
+        response["id"] = _call_id(message.tool_call_id)
+    return {"functionResponse": response}
 
 
 def _contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
@@ -197,7 +243,7 @@ def _contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
     for index, message in enumerate(messages):
         if isinstance(message, ToolResultMessage):
             found = [_inline(b) for b in message.content if isinstance(b, ImageContent)]
-            add("user", [_function_response(message, bool(found))])
+            add("user", [_function_response(message, bool(found), _sends_call_ids(model.id))])
             if "image" in model.input:
                 images += found
             following = messages[index + 1] if index + 1 < len(messages) else None

@@ -12,7 +12,11 @@ label where it is obvious, and settable by hand::
     odd = openai_chat.model("m", base_url="https://x/v1",
                             compat=openai_chat.Compat(max_tokens_field="max_tokens"))
 
-Reading the stream (wire-formats.md §1): text deltas; reasoning from the first
+A reasoning level is sent as ``reasoning_effort`` where the server takes it,
+and then no ``temperature`` (OpenAI's reasoning models refuse one).
+
+Reading the stream (wire-formats.md §1): text deltas (a ``refusal`` is text
+too: it is the model's answer); reasoning from the first
 non-empty of ``reasoning_content``, ``reasoning``, ``reasoning_text`` (the
 field's name is kept as the thinking signature, to send the reasoning back
 the same way); tool-call fragments routed by id, then index, then to the last
@@ -36,6 +40,7 @@ from urllib.parse import urlsplit
 import attrs
 import jiter
 
+from .. import _catalog
 from .._events import AssistantMessageEvent
 from .._messages import (
     AssistantMessage,
@@ -175,29 +180,57 @@ def resolve_compat(model: Model) -> Compat:
 def model(
     id: str,
     *,
-    base_url: str = "https://api.openai.com/v1",
+    base_url: str | None = None,
     provider: str | None = None,
     compat: Compat | None = None,
-    reasoning: bool = False,
-    context_window: int = 128_000,
-    max_tokens: int = 16_384,
-    input: Sequence[str] = ("text", "image"),
+    reasoning: bool | None = None,
+    context_window: int | None = None,
+    max_tokens: int | None = None,
+    input: Sequence[str] | None = None,
     headers: dict[str, str] | None = None,
-    cost: ModelCost = _FREE,
+    cost: ModelCost | None = None,
 ) -> Model:
-    """A model served over the chat completions API at ``base_url``."""
-    return Model(
-        id=id,
-        api=API,
-        provider=provider or detect_provider(base_url),
-        base_url=base_url,
-        reasoning=reasoning,
-        context_window=context_window,
-        max_tokens=max_tokens,
-        input=tuple(input),
-        headers=headers or {},
-        compat=compat,
-        cost=cost,
+    """A model served over the chat completions API at ``base_url``.
+
+    The provider label, when not given, is the one whose catalog models are
+    served at ``base_url``, else the one :func:`detect_provider` finds
+    (``"openai"`` when neither is given); with a provider and no
+    ``base_url``, the URL is the provider's in the catalog.
+
+    What the model catalog (:mod:`trio_agent.models`) knows of ``id`` at
+    ``provider`` is filled in: limits, prices, input, reasoning, base URL and
+    the request rules. An argument given here wins over it; a ``base_url``
+    other than the catalog's is another server, which the catalog does not
+    describe. An id the catalog does not know gets the defaults (OpenAI's URL,
+    no reasoning, 128,000 tokens of context, 16,384 of output, text and
+    images, free).
+    """
+    if provider is None:
+        if base_url is None:
+            provider = "openai"
+        else:
+            provider = _catalog.provider_at(API, base_url) or detect_provider(base_url)
+    return _catalog.describe(
+        API,
+        id,
+        provider,
+        defaults={
+            "base_url": "https://api.openai.com/v1",
+            "reasoning": False,
+            "context_window": 128_000,
+            "max_tokens": 16_384,
+            "input": ("text", "image"),
+            "compat": compat,
+        },
+        given={
+            "base_url": base_url,
+            "reasoning": reasoning,
+            "context_window": context_window,
+            "max_tokens": max_tokens,
+            "input": input,
+            "headers": headers,
+            "cost": cost,
+        },
     )
 
 
@@ -325,7 +358,10 @@ class OpenAIChat(HttpProvider):
             body["store"] = False
         if options.max_tokens:
             body[compat.max_tokens_field or "max_completion_tokens"] = options.max_tokens
-        if options.temperature is not None:
+        effort = bool(options.reasoning and model.reasoning and compat.supports_reasoning_effort)
+        if options.temperature is not None and not effort:
+            # Reasoning models refuse any temperature; with ``reasoning_effort`` it is
+            # left out, as the responses provider does.
             body["temperature"] = options.temperature
         if context.tools:
             body["tools"] = [
@@ -340,7 +376,7 @@ class OpenAIChat(HttpProvider):
                 }
                 for tool in context.tools
             ]
-        if options.reasoning and model.reasoning and compat.supports_reasoning_effort:
+        if effort and options.reasoning:
             body["reasoning_effort"] = openai_effort(options.reasoning)
         headers = {**model.headers, **options.headers}
         if api_key:
@@ -457,6 +493,14 @@ class _ChatParser(Parser):
                 text = delta.get("content")
                 if type(text) is not str and text is not None:
                     raise Malformed("choices[0].delta.content", text, "a string")
+                refusal = delta.get("refusal")  # null on every chunk of an answer
+                if refusal is not None:
+                    # A refusal is the model's answer: it is text, as pi-ai takes
+                    # ``response.refusal.delta``, so the user sees it and the next
+                    # request carries it.
+                    if type(refusal) is not str:
+                        raise Malformed("choices[0].delta.refusal", refusal, "a string")
+                    text = (text or "") + refusal
                 if not (text and builder.open_kind == "text" and _NOT_TEXT_KEYS.isdisjoint(delta)):
                     plan = self._plan(delta)
         except Malformed as exc:

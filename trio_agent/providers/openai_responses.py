@@ -11,7 +11,9 @@ kept on OpenAI's side between turns: the whole transcript goes in ``input``.
 Reasoning is carried from turn to turn by replaying the model's reasoning item
 (with its ``encrypted_content``, asked for with ``include``), kept whole, as
 JSON, in the thinking block's signature. Text blocks keep the id of their
-``message`` item as their signature; tool calls keep ``call_id|item_id`` as
+``message`` item as their signature, and go back with it (text without one,
+another model's, gets an id made from its place in the transcript, which the
+API requires); tool calls keep ``call_id|item_id`` as
 their id, and the two are split again when a call is replayed (the ``fc_``
 item id is left out for a call made by another model, or one that followed
 reasoning that cannot be replayed). ``session_id`` is sent as
@@ -49,6 +51,7 @@ value: see ``_fields``), of which nothing is taken.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -57,6 +60,7 @@ from typing import Any, ClassVar
 import attrs
 import jiter
 
+from .. import _catalog
 from .._events import AssistantMessageEvent
 from .._messages import (
     AssistantContent,
@@ -93,27 +97,48 @@ _FREE = ModelCost()
 def model(
     id: str,
     *,
-    base_url: str = "https://api.openai.com/v1",
-    provider: str = "openai",
-    reasoning: bool = False,
-    context_window: int = 400_000,
-    max_tokens: int = 128_000,
-    input: Sequence[str] = ("text", "image"),
+    base_url: str | None = None,
+    provider: str | None = None,
+    reasoning: bool | None = None,
+    context_window: int | None = None,
+    max_tokens: int | None = None,
+    input: Sequence[str] | None = None,
     headers: dict[str, str] | None = None,
-    cost: ModelCost = _FREE,
+    cost: ModelCost | None = None,
 ) -> Model:
-    """A model served over the responses API at ``base_url``."""
-    return Model(
-        id=id,
-        api=API,
-        provider=provider,
-        base_url=base_url,
-        reasoning=reasoning,
-        context_window=context_window,
-        max_tokens=max_tokens,
-        input=tuple(input),
-        headers=headers or {},
-        cost=cost,
+    """A model served over the responses API at ``base_url``.
+
+    What the model catalog (:mod:`trio_agent.models`) knows of ``id`` at
+    ``provider`` is filled in: limits, prices, input, reasoning, base URL and
+    the request rules. An argument given here wins over it; a ``base_url``
+    other than the catalog's is another server, which the catalog does not
+    describe. An id the catalog does not know gets the defaults (OpenAI's URL,
+    no reasoning, 400,000 tokens of context, 128,000 of output, text and
+    images, free). The provider label, when not given, is the one whose
+    catalog models on this API are served at ``base_url``, else ``"openai"``.
+    """
+    if provider is None:
+        provider = (base_url and _catalog.provider_at(API, base_url)) or "openai"
+    return _catalog.describe(
+        API,
+        id,
+        provider,
+        defaults={
+            "base_url": "https://api.openai.com/v1",
+            "reasoning": False,
+            "context_window": 400_000,
+            "max_tokens": 128_000,
+            "input": ("text", "image"),
+        },
+        given={
+            "base_url": base_url,
+            "reasoning": reasoning,
+            "context_window": context_window,
+            "max_tokens": max_tokens,
+            "input": input,
+            "headers": headers,
+            "cost": cost,
+        },
     )
 
 
@@ -170,8 +195,24 @@ def _split_id(tool_call_id: str) -> tuple[str, str | None]:
     return call_id, (item_id if bar and item_id else None)
 
 
-def _assistant(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
+def _message_id(signature: str | None, position: int, number: int) -> str:
+    """The id of a replayed ``message`` item, which the API requires.
+
+    The item's own id when the text block kept it (its signature; one over the
+    API's 64 characters is hashed), else, for text that came from another model
+    or was made by hand, one made from the message's position in the transcript
+    and the block's among its text blocks, as pi-ai does.
+    """
+    if signature:
+        if len(signature) <= 64:
+            return signature
+        return "msg_" + hashlib.sha256(signature.encode("utf-8")).hexdigest()[:32]
+    return f"msg_{position}" if number == 0 else f"msg_{position}_{number}"
+
+
+def _assistant(message: AssistantMessage, model: Model, position: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    texts = 0  # text blocks so far
     same_model = (message.provider, message.api, message.model) == (
         model.provider,
         model.api,
@@ -188,15 +229,16 @@ def _assistant(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
         elif isinstance(block, TextContent):
             if not block.text and not block.text_signature:
                 continue
-            text: dict[str, Any] = {
-                "type": "message",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": block.text, "annotations": []}],
-            }
-            if block.text_signature:
-                text["id"] = block.text_signature
-            out.append(text)
+            out.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                    "id": _message_id(block.text_signature, position, texts),
+                }
+            )
+            texts += 1
         else:
             call_id, item_id = _split_id(block.id)
             call: dict[str, Any] = {
@@ -228,13 +270,13 @@ def _tool_output(message: ToolResultMessage, images: bool) -> dict[str, Any]:
 def _input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
     images = "image" in model.input
     out: list[dict[str, Any]] = []
-    for message in prepare_messages(context.messages, model):
+    for position, message in enumerate(prepare_messages(context.messages, model)):
         if isinstance(message, UserMessage):
             user = _user(message, images)
             if user is not None:
                 out.append(user)
         elif isinstance(message, AssistantMessage):
-            out.extend(_assistant(message, model))
+            out.extend(_assistant(message, model, position))
         else:
             out.append(_tool_output(message, images))
     return out
@@ -749,17 +791,23 @@ def _identity(item: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _usage(raw: dict[str, Any], where: str) -> Usage:
+    """``input_tokens`` counts the tokens read from the cache and those written to it
+    (``input_tokens_details``): both are taken out of the input, as pi-ai does, so that
+    each is priced once, at its own rate."""
     details = obj(raw, "input_tokens_details", where)
-    cached = 0
+    cached = written = 0
     if details is not None:
-        cached = count(details, "cached_tokens", path(where, "input_tokens_details")) or 0
-    input_tokens = max(0, (count(raw, "input_tokens", where) or 0) - cached)
+        where_details = path(where, "input_tokens_details")
+        cached = count(details, "cached_tokens", where_details) or 0
+        written = count(details, "cache_write_tokens", where_details) or 0
+    input_tokens = max(0, (count(raw, "input_tokens", where) or 0) - cached - written)
     output = count(raw, "output_tokens", where) or 0
     return Usage(
         input=input_tokens,
         output=output,
         cache_read=cached,
-        total_tokens=input_tokens + output + cached,
+        cache_write=written,
+        total_tokens=input_tokens + output + cached + written,
     )
 
 

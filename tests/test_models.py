@@ -1,0 +1,431 @@
+"""The model catalog: its shipped data, the makers that use it, and the cost of a run."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from tests._providers import fixture
+from trio_agent import Agent, Model, ModelCost, models
+from trio_agent._catalog import _data
+from trio_agent._cli._cost import money, usage_line
+from trio_agent.providers import anthropic, google, openai_chat, openai_responses
+from trio_agent.testing import ScriptedResponse, open_sse_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- the shipped data --------------------------------------------------------------------------
+
+
+def test_the_catalog_comes_from_pi_ai_0_85_1() -> None:
+    assert models.source() == "@earendil-works/pi-ai@0.85.1"
+
+
+def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks() -> None:
+    counts: dict[tuple[str, str], int] = {}
+    for model in models.list():
+        counts[model.provider, model.api] = counts.get((model.provider, model.api), 0) + 1
+    assert len(models.list()) == 1140
+    assert len(models.providers()) == 34
+    assert {api for _, api in counts} == {
+        "anthropic-messages",
+        "openai-chat",
+        "openai-responses",
+        "google-generative-ai",
+    }
+    expected = {
+        ("anthropic", "anthropic-messages"): 14,
+        ("openai", "openai-responses"): 39,
+        ("google", "google-generative-ai"): 22,
+        ("groq", "openai-chat"): 7,
+        ("cerebras", "openai-chat"): 2,
+        ("deepseek", "openai-chat"): 3,
+        ("xai", "openai-responses"): 3,
+        ("together", "openai-chat"): 21,
+        ("fireworks", "openai-chat"): 6,
+        ("fireworks", "anthropic-messages"): 14,
+        ("openrouter", "openai-chat"): 351,
+        ("openrouter", "anthropic-messages"): 15,
+    }
+    assert {key: counts.get(key) for key in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("provider", "id", "api", "cost", "context_window", "max_tokens", "reasoning", "input"),
+    [
+        (
+            "anthropic",
+            "claude-sonnet-4-5",
+            "anthropic-messages",
+            ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75),
+            1_000_000,
+            64_000,
+            True,
+            ("text", "image"),
+        ),
+        (
+            "openai",
+            "gpt-4.1",
+            "openai-responses",
+            ModelCost(input=2, output=8, cache_read=0.5, cache_write=0),
+            1_047_576,
+            32_768,
+            False,
+            ("text", "image"),
+        ),
+        (
+            "google",
+            "gemini-2.5-flash",
+            "google-generative-ai",
+            ModelCost(input=0.3, output=2.5, cache_read=0.03, cache_write=0),
+            1_048_576,
+            65_536,
+            True,
+            ("text", "image"),
+        ),
+        (
+            "groq",
+            "llama-3.3-70b-versatile",
+            "openai-chat",
+            ModelCost(input=0.59, output=0.79, cache_read=0, cache_write=0),
+            131_072,
+            32_768,
+            False,
+            ("text",),
+        ),
+        (
+            "deepseek",
+            "deepseek-v4-flash",
+            "openai-chat",
+            ModelCost(input=0.14, output=0.28, cache_read=0.0028, cache_write=0),
+            1_000_000,
+            384_000,
+            True,
+            ("text",),
+        ),
+    ],
+)
+def test_known_models_have_their_exact_prices_and_limits(
+    provider: str,
+    id: str,
+    api: str,
+    cost: ModelCost,
+    context_window: int,
+    max_tokens: int,
+    reasoning: bool,
+    input: tuple[str, ...],
+) -> None:
+    model = models.find(provider, id)
+    assert model is not None
+    assert (model.api, model.cost, model.context_window, model.max_tokens) == (
+        api,
+        cost,
+        context_window,
+        max_tokens,
+    )
+    assert (model.reasoning, model.input) == (reasoning, input)
+
+
+def test_every_entry_of_the_file_is_a_model_with_its_prices() -> None:
+    by_key = {(m.provider, m.api, m.id): m for m in models.list()}
+    entries = [
+        (provider, api, id, entry)
+        for provider, apis in _data()["models"].items()
+        for api, ids in apis.items()
+        for id, entry in ids.items()
+    ]
+    assert len(entries) == len(by_key)
+    for provider, api, id, entry in entries:
+        model = by_key[provider, api, id]
+        cost = entry["cost"]
+        assert model.cost == ModelCost(
+            input=cost["input"],
+            output=cost["output"],
+            cache_read=cost["cacheRead"],
+            cache_write=cost["cacheWrite"],
+        ), (provider, id)
+        assert (model.base_url, model.context_window, model.max_tokens) == (
+            entry["baseUrl"],
+            entry["contextWindow"],
+            entry["maxTokens"],
+        )
+
+
+def test_the_request_rules_are_kept_in_pis_spelling() -> None:
+    deepseek = models.find("deepseek", "deepseek-v4-flash")
+    assert deepseek is not None
+    assert deepseek.thinking_levels == {
+        "minimal": None,
+        "low": "low",
+        "medium": None,
+        "high": "high",
+        "max": "max",
+    }
+    assert deepseek.compat_flags["thinkingFormat"] == "deepseek"
+    assert deepseek.compat_flags["maxTokensField"] == "max_tokens"
+    opus = models.find("vercel-ai-gateway", "anthropic/claude-opus-4.7")
+    assert opus is not None
+    assert opus.compat_flags == {"forceAdaptiveThinking": True, "supportsTemperature": False}
+
+
+def test_the_request_rules_are_read_only_all_the_way_down() -> None:
+    fable = models.find("anthropic", "claude-fable-5")
+    assert fable is not None
+    fallbacks = fable.compat_flags["allowedFallbackModels"]
+    assert isinstance(fallbacks, tuple)
+    assert fallbacks[0]["cost"]["input"] == 5
+    with pytest.raises(TypeError):
+        fallbacks[0]["cost"]["input"] = 0
+    with pytest.raises(TypeError):
+        fable.thinking_levels["off"] = "none"  # type: ignore[index]  # refused: read-only
+    assert hash(fable.compat_flags) == hash(models.FrozenMapping(fable.compat_flags))
+    assert pickle.loads(pickle.dumps(fable.compat_flags)) == fable.compat_flags
+    assert copy.deepcopy(fable.thinking_levels) == fable.thinking_levels
+
+
+def test_list_filters_by_provider_and_api() -> None:
+    groq = models.list(provider="groq")
+    assert [m.id for m in groq] == sorted(m.id for m in groq)
+    assert {m.provider for m in groq} == {"groq"}
+    fireworks = models.list(provider="fireworks", api="anthropic-messages")
+    assert len(fireworks) == 14
+    assert {m.api for m in fireworks} == {"anthropic-messages"}
+    assert models.list(provider="no-such-provider") == []
+    assert models.find("anthropic", "no-such-model") is None
+
+
+def test_importing_trio_agent_does_not_read_the_catalog() -> None:
+    code = (
+        "import trio_agent, trio_agent.providers\n"
+        "from trio_agent import _catalog\n"
+        "print(_catalog._data.cache_info().currsize)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "0"
+
+
+# --- the makers --------------------------------------------------------------------------------
+
+
+def test_a_maker_fills_in_what_the_catalog_knows() -> None:
+    claude = anthropic.model("claude-sonnet-4-5")
+    assert claude == Model(
+        id="claude-sonnet-4-5",
+        api="anthropic-messages",
+        provider="anthropic",
+        base_url="https://api.anthropic.com",
+        name="Claude Sonnet 4.5 (latest)",
+        reasoning=True,
+        context_window=1_000_000,
+        max_tokens=64_000,
+        input=("text", "image"),
+        cost=ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75),
+        compat_flags={"supportsStrictTools": True},
+    )
+    flash = google.model("gemini-2.5-flash")
+    assert (flash.cost.output, flash.max_tokens, flash.reasoning) == (2.5, 65_536, True)
+    gpt = openai_responses.model("gpt-4.1")
+    assert (gpt.cost.input, gpt.context_window) == (2.0, 1_047_576)
+
+
+def test_an_explicit_argument_wins_over_the_catalog() -> None:
+    claude = anthropic.model(
+        "claude-sonnet-4-5", max_tokens=1000, reasoning=False, cost=ModelCost(input=1.0)
+    )
+    assert (claude.max_tokens, claude.reasoning, claude.cost) == (1000, False, ModelCost(input=1))
+    assert claude.context_window == 1_000_000  # what was not given still comes from the catalog
+
+
+def test_an_unknown_id_gets_the_makers_defaults() -> None:
+    assert anthropic.model("claude-next") == Model(
+        id="claude-next",
+        api="anthropic-messages",
+        provider="anthropic",
+        base_url="https://api.anthropic.com",
+        context_window=200_000,
+        max_tokens=32_000,
+        input=("text", "image"),
+    )
+    local = openai_chat.model("llama3.2", base_url="http://localhost:11434/v1")
+    assert (local.provider, local.cost, local.context_window) == ("ollama", ModelCost(), 128_000)
+
+
+def test_a_base_url_other_than_the_catalogs_is_another_server() -> None:
+    proxy = anthropic.model("claude-sonnet-4-5", base_url="http://127.0.0.1:8080")
+    assert (proxy.cost, proxy.max_tokens) == (ModelCost(), 32_000)
+    same = anthropic.model("claude-sonnet-4-5", base_url="https://api.anthropic.com/")
+    assert same.cost.input == 3.0
+    evolved = attrs.evolve(anthropic.model("claude-sonnet-4-5"), base_url="http://127.0.0.1:8080")
+    assert evolved.cost.input == 3.0
+
+
+def test_openai_chat_takes_openais_models_facts_from_its_responses_entries() -> None:
+    gpt = openai_chat.model("gpt-4.1")
+    assert (gpt.api, gpt.provider, gpt.base_url) == (
+        "openai-chat",
+        "openai",
+        "https://api.openai.com/v1",
+    )
+    assert (gpt.cost.input, gpt.context_window, gpt.max_tokens) == (2.0, 1_047_576, 32_768)
+    assert gpt.compat_flags == {}  # the rules of another API are not carried over
+
+
+def test_openai_chat_finds_the_provider_by_url_and_the_url_by_provider() -> None:
+    by_url = openai_chat.model("llama-3.3-70b-versatile", base_url="https://api.groq.com/openai/v1")
+    by_provider = openai_chat.model("llama-3.3-70b-versatile", provider="groq")
+    assert by_url == by_provider
+    assert (by_url.provider, by_url.cost.input) == ("groq", 0.59)
+    new = openai_chat.model("brand-new", provider="groq")
+    assert (new.base_url, new.cost) == ("https://api.groq.com/openai/v1", ModelCost())
+
+
+def test_every_maker_finds_the_provider_by_url() -> None:
+    routed = anthropic.model("anthropic/claude-haiku-4.5", base_url="https://openrouter.ai/api")
+    listed = models.find("openrouter", "anthropic/claude-haiku-4.5", "anthropic-messages")
+    assert listed is not None
+    assert (routed.provider, routed.cost) == ("openrouter", listed.cost)
+    grok = openai_responses.model("grok-4.3", base_url="https://api.x.ai/v1")
+    assert (grok.provider, grok.cost.input > 0) == ("xai", True)
+    assert anthropic.model("x", base_url="http://127.0.0.1:9").provider == "anthropic"
+    assert google.model("x").provider == "google"
+
+
+# --- what a run cost ---------------------------------------------------------------------------
+
+
+async def test_a_run_costs_what_the_catalog_prices_say() -> None:
+    body = fixture("anthropic", "text.sse")  # 25 tokens in, 12 out, 100 cache read
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
+        model = attrs.evolve(anthropic.model("claude-sonnet-4-5"), base_url=server.url)
+        agent = Agent(model, api_key="test-key")
+        with trio.fail_after(30):
+            await agent.prompt("hi")
+    reply = agent.state.messages[-1]
+    expected = (25 * 3 + 12 * 15 + 100 * 0.3) / 1e6
+    assert reply.usage.cost.total == pytest.approx(expected)  # type: ignore[union-attr]
+    line = usage_line(agent.state.messages, model)
+    assert line == "  used 25 tokens in, 12 out (100 cache read): $0.0003"
+
+
+def test_the_usage_line_says_when_the_model_has_no_prices() -> None:
+    from trio_agent import AssistantMessage, TextContent, Usage
+
+    reply = AssistantMessage(
+        content=(TextContent("hi"),),
+        api="openai-chat",
+        provider="ollama",
+        model="llama3.2",
+        usage=Usage(input=1200, output=34, total_tokens=1234),
+        stop_reason="stop",
+        timestamp=0,
+    )
+    model = openai_chat.model("llama3.2", base_url="http://localhost:11434/v1")
+    assert usage_line([reply], model) == (
+        "  used 1,200 tokens in, 34 out; no prices known for llama3.2 at http://localhost:11434/v1"
+    )
+    assert usage_line([], model) is None
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [(0.0, "$0.0000"), (0.00001, "<$0.0001"), (0.01234, "$0.0123"), (12.345, "$12.35")],
+)
+def test_money_is_shown_to_the_cent_or_four_places(amount: float, shown: str) -> None:
+    assert money(amount) == shown
+
+
+# --- the regeneration script -------------------------------------------------------------------
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "update_models", ROOT / "scripts" / "update_models.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _add(archive: tarfile.TarFile, name: str, value: Any) -> None:
+    data = json.dumps(value).encode()
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    archive.addfile(info, io.BytesIO(data))
+
+
+def _entry(provider: str, api: str, id: str) -> dict[str, Any]:
+    return {
+        "id": id,
+        "name": id.upper(),
+        "api": api,
+        "provider": provider,
+        "baseUrl": "https://example.test/v1",
+        "reasoning": False,
+        "input": ["text"],
+        "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 1000,
+        "maxTokens": 100,
+    }
+
+
+def test_the_script_keeps_the_apis_trio_agent_speaks_under_its_names(tmp_path: Path) -> None:
+    tarball = tmp_path / "pi-ai.tgz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        _add(archive, "package/package.json", {"name": "@earendil-works/pi-ai", "version": "9.9.9"})
+        data = "package/dist/providers/data/"
+        _add(archive, data + ".manifest.json", {"files": {}})
+        _add(
+            archive,
+            data + "host.json",
+            {
+                "openai-completions": {"m": _entry("host", "openai-completions", "m")},
+                "bedrock-converse-stream": {"b": _entry("host", "bedrock-converse-stream", "b")},
+            },
+        )
+    output = tmp_path / "catalog.json"
+    assert _script().main(["--tarball", str(tarball), "--output", str(output)]) == 0
+    written = json.loads(output.read_text())
+    assert written["source"] == "@earendil-works/pi-ai@9.9.9"
+    assert written["models"] == {
+        "host": {
+            "openai-chat": {
+                "m": {
+                    k: v
+                    for k, v in _entry("host", "openai-completions", "m").items()
+                    if k not in ("id", "api", "provider")
+                }
+            }
+        }
+    }
+    assert "\n" not in output.read_text().rstrip("\n")  # compact
+
+
+def test_the_shipped_file_is_what_the_script_makes_of_pi_ai_0_85_1(tmp_path: Path) -> None:
+    """Run where ``PI_AI_TARBALL`` names the tarball ``npm pack @earendil-works/pi-ai@0.85.1``
+    downloads (the tests use no network)."""
+    if not os.environ.get("PI_AI_TARBALL"):
+        pytest.skip("PI_AI_TARBALL is not set")
+    tarball = Path(os.environ["PI_AI_TARBALL"])
+    output = tmp_path / "catalog.json"
+    _script().main(["--tarball", str(tarball), "--output", str(output)])
+    shipped = ROOT / "trio_agent" / "_catalog.json"
+    assert output.read_text(encoding="utf-8") == shipped.read_text(encoding="utf-8")
