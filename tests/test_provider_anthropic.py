@@ -488,6 +488,89 @@ async def test_no_thinking_for_a_model_that_does_not_reason(clock: Any) -> None:
     assert ("thinking" in body, body["temperature"]) == (False, 0.7)
 
 
+def catalog(id: str, provider: str = "anthropic") -> Any:
+    """The catalog's ``id`` of ``provider``, with its rules, served by the test server."""
+    return lambda url: attrs.evolve(anthropic.model(id, provider=provider), base_url=url)
+
+
+def sdk_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The request body, checked against the anthropic SDK's streaming create params."""
+    sent = {key: value for key, value in body.items() if not key.startswith("_")}
+    pydantic.TypeAdapter(
+        anthropic_sdk.types.message_create_params.MessageCreateParamsStreaming
+    ).validate_python(sent)
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("provider", "id", "level", "effort"),
+    [
+        ("anthropic", "claude-opus-4-7", "minimal", "low"),
+        ("anthropic", "claude-opus-4-7", "low", "low"),
+        ("anthropic", "claude-opus-4-7", "medium", "medium"),
+        ("anthropic", "claude-opus-4-7", "high", "high"),
+        ("anthropic", "claude-opus-4-7", "xhigh", "xhigh"),
+        # no xhigh on 4.6: the nearest offered level above it
+        ("anthropic", "claude-sonnet-4-6", "xhigh", "max"),
+        ("anthropic", "claude-sonnet-4-6", "medium", "medium"),
+        # medium is not offered: the nearest above; minimal: mapped to low
+        ("kimi-coding", "k3", "medium", "high"),
+        ("kimi-coding", "k3", "minimal", "low"),
+        ("github-copilot", "claude-sonnet-4.6", "minimal", "low"),
+    ],
+)
+async def test_a_forced_adaptive_model_gets_adaptive_thinking_with_an_effort(
+    clock: Any, provider: str, id: str, level: str, effort: str
+) -> None:
+    # Catalog rule forceAdaptiveThinking: such models refuse {"type": "enabled",
+    # "budget_tokens": ...}; the level goes as output_config.effort, as pi-ai sends it.
+    body = sdk_request(await request_of(catalog(id, provider), reasoning=level, temperature=0.5))
+    assert (body["thinking"], body["output_config"], "temperature" in body) == (
+        {"type": "adaptive", "display": "summarized"},
+        {"effort": effort},
+        False,
+    )
+    assert body["max_tokens"] == anthropic.model(id, provider=provider).max_tokens
+
+
+async def test_a_level_the_model_does_not_offer_becomes_the_nearest_budget(clock: Any) -> None:
+    # openai/gpt-5.5-pro over anthropic-messages: low and minimal are not offered.
+    body = sdk_request(
+        await request_of(catalog("openai/gpt-5.5-pro", "vercel-ai-gateway"), reasoning="low")
+    )
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+
+
+@pytest.mark.parametrize(
+    ("id", "reasoning", "sent"),
+    [
+        ("claude-opus-4-7", None, False),  # supportsTemperature: false
+        ("claude-fable-5-1", None, False),  # supportsMidConvoEffort
+        ("claude-sonnet-4-6", None, True),
+        ("claude-sonnet-4-6", "low", False),  # thinking on
+    ],
+)
+async def test_temperature_only_to_a_model_that_takes_it(
+    clock: Any, id: str, reasoning: Any, sent: bool
+) -> None:
+    body = sdk_request(await request_of(catalog(id), reasoning=reasoning, temperature=0.5))
+    assert ("temperature" in body, body.get("temperature", 0.5)) == (sent, 0.5)
+
+
+async def test_a_model_the_catalog_does_not_know_keeps_budgets(clock: Any) -> None:
+    body = sdk_request(
+        await request_of(
+            lambda url: anthropic.model("claude-next", base_url=url, reasoning=True),
+            reasoning="xhigh",
+            max_tokens=64_000,
+        )
+    )
+    assert (body["thinking"], "output_config" in body) == (
+        {"type": "enabled", "budget_tokens": 32768},
+        False,
+    )
+
+
 async def test_no_system_and_no_tools_when_there_are_none(clock: Any) -> None:
     body = await request_of(model)
     del body["_headers"], body["_path"]

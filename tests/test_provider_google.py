@@ -595,6 +595,30 @@ async def test_reasoning_levels_are_thinking_budgets(
     }
 
 
+@pytest.mark.parametrize(
+    ("model_id", "level", "thinking"),
+    [
+        # thinking_levels map low and high to Gemini's levels; medium is not offered
+        ("gemini-3.1-pro-preview", "minimal", {"thinkingLevel": "LOW"}),
+        ("gemini-3.1-pro-preview", "medium", {"thinkingLevel": "HIGH"}),
+        ("gemini-3.1-pro-preview", "xhigh", {"thinkingLevel": "HIGH"}),  # nearest below
+        ("gemma-4-31b-it", "low", {"thinkingLevel": "HIGH"}),
+        ("gemma-4-31b-it", "minimal", {"thinkingLevel": "MINIMAL"}),
+        # a level thinking_levels do not map is still a budget
+        ("gemini-3-flash-preview", "low", {"thinkingBudget": 2048}),
+    ],
+)
+async def test_a_level_the_models_thinking_levels_map_is_a_thinking_level(
+    clock: Any, model_id: str, level: str, thinking: dict[str, Any]
+) -> None:
+    recorded = await request_of(
+        lambda url: attrs.evolve(google.model(model_id), base_url=url), reasoning=level
+    )
+    config = recorded.json["generationConfig"]
+    genai_types.GenerationConfig.model_validate(config)
+    assert config == {"thinkingConfig": {"includeThoughts": True, **thinking}}
+
+
 async def test_no_thinking_config_for_a_model_that_does_not_reason(clock: Any) -> None:
     recorded = await request_of(model, reasoning="high")
     assert "generationConfig" not in recorded.json

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import openai
 import pydantic
 import pytest
@@ -321,6 +322,53 @@ async def test_temperature_is_left_out_with_reasoning_effort(
     del body["_headers"], body["_path"]
     sdk_request(body)
     assert {key: body[key] for key in ("temperature", "reasoning_effort") if key in body} == sent
+
+
+@pytest.mark.parametrize(
+    ("provider", "id", "level", "effort"),
+    [
+        ("groq", "openai/gpt-oss-120b", "minimal", "low"),  # minimal: None, the nearest above
+        ("groq", "openai/gpt-oss-120b", "xhigh", "high"),  # not offered: the nearest below
+        ("groq", "openai/gpt-oss-120b", "medium", "medium"),
+        ("deepseek", "deepseek-v4-pro", "medium", "high"),
+        ("deepseek", "deepseek-v4-pro", "xhigh", "max"),  # xhigh unmapped, max offered
+    ],
+)
+async def test_a_level_is_sent_as_the_models_thinking_levels_map_it(
+    clock: Any, provider: str, id: str, level: str, effort: str
+) -> None:
+    body = await request_of(
+        lambda url: attrs.evolve(openai_chat.model(id, provider=provider), base_url=url + "/v1"),
+        reasoning=level,
+    )
+    del body["_headers"], body["_path"]
+    assert sdk_request(body)["reasoning_effort"] == effort
+
+
+@pytest.mark.parametrize(("level", "effort"), [("low", "low"), ("medium", "high")])
+async def test_the_catalogs_supports_reasoning_effort_rule_wins_over_detection(
+    clock: Any, level: str, effort: str
+) -> None:
+    # moonshotai is not detected as taking reasoning_effort; kimi-k3's rule says it does
+    body = await request_of(
+        lambda url: attrs.evolve(
+            openai_chat.model("kimi-k3", provider="moonshotai"), base_url=url + "/v1"
+        ),
+        reasoning=level,
+    )
+    del body["_headers"], body["_path"]
+    assert sdk_request(body)["reasoning_effort"] == effort
+
+
+async def test_a_level_mapped_to_a_value_of_the_servers_own(clock: Any) -> None:
+    # groq's qwen3.6 offers only high, which it names "default" (not an OpenAI effort)
+    body = await request_of(
+        lambda url: attrs.evolve(
+            openai_chat.model("qwen/qwen3.6-27b", provider="groq"), base_url=url + "/v1"
+        ),
+        reasoning="low",
+    )
+    assert body["reasoning_effort"] == "default"
 
 
 def sdk_chunks(*deltas: dict[str, Any], finish: str = "stop") -> ScriptedResponse:

@@ -665,6 +665,29 @@ async def test_without_reasoning_on_temperature_is_sent_and_no_reasoning(clock: 
     }
 
 
+@pytest.mark.parametrize(
+    ("id", "level", "effort"),
+    [
+        ("gpt-5.4", "minimal", "low"),  # minimal: None, the nearest offered above
+        ("gpt-5.4", "xhigh", "xhigh"),  # mapped: sent as it is
+        ("gpt-5-pro", "low", "high"),  # only high is offered
+        ("gpt-5.2-chat-latest", "high", "xhigh"),  # high: None, the nearest above
+        ("o3", "xhigh", "high"),  # not offered: the nearest below
+    ],
+)
+async def test_a_level_is_sent_as_the_models_thinking_levels_map_it(
+    clock: Any, id: str, level: str, effort: str
+) -> None:
+    async with open_sse_server(sse("text.sse")) as server:
+        catalog = attrs.evolve(openai_responses.model(id), base_url=server.url + "/v1")
+        await call(openai_responses.stream, catalog, None, options(reasoning=level))
+    body = server.requests[0].json
+    pydantic.TypeAdapter(
+        openai.types.responses.response_create_params.ResponseCreateParamsStreaming
+    ).validate_python(body)
+    assert body["reasoning"] == {"effort": effort, "summary": "auto"}
+
+
 async def test_a_model_that_cannot_reason_gets_no_reasoning(clock: Any) -> None:
     body = await request_of(reasoning="high")
     assert ("reasoning" in body, "include" in body) == (False, False)

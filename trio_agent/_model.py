@@ -91,7 +91,10 @@ class Model:
         takes for it (``{"off": "none", "minimal": None, ...}``). A level
         mapped to ``None`` is one the model does not offer (``"off"``:
         its thinking cannot be turned off); a level absent is sent under
-        its own name.
+        its own name, except ``"xhigh"`` and ``"max"``, which a model offers
+        only where its map names them. A level not offered is asked for as
+        the nearest offered one, above it first (pi-ai's
+        ``clampThinkingLevel``).
     ``compat_flags``
         pi's per-model ``compat`` record, camelCase keys as pi writes them
         (``forceAdaptiveThinking``, ``supportsTemperature``,

@@ -41,6 +41,9 @@ __all__ = [
     "Parser",
     "PartialJson",
     "ProviderFailure",
+    "level_value",
+    "model_effort",
+    "offered_level",
     "openai_effort",
     "parse_json",
     "prepare_messages",
@@ -51,6 +54,54 @@ __all__ = [
 def openai_effort(level: str) -> str:
     """OpenAI's reasoning effort for a thinking level (it has no ``xhigh``)."""
     return "high" if level == "xhigh" else level
+
+
+_LEVEL_ORDER = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def _offers(model: Model, level: str) -> bool:
+    """Whether the catalog's ``thinking_levels`` of ``model`` offer ``level`` (pi-ai's
+    ``getSupportedThinkingLevels``): a level mapped to None is not offered, and
+    ``xhigh`` / ``max`` only when mapped."""
+    levels = model.thinking_levels
+    if level in levels:
+        return levels[level] is not None
+    return level not in ("xhigh", "max")
+
+
+def offered_level(model: Model, level: str) -> str | None:
+    """The thinking level to ask ``model`` for when ``level`` is wanted, as pi-ai's
+    ``clampThinkingLevel``: ``level`` if the model offers it, else the nearest offered
+    level above it, else the nearest below; None when that is ``off`` (no reasoning).
+
+    A model without ``thinking_levels`` (one the catalog does not describe, or one
+    with no rules) gets ``level`` unchanged.
+    """
+    if not model.thinking_levels or level not in _LEVEL_ORDER:
+        return level
+    if _offers(model, level):
+        return level
+    at = _LEVEL_ORDER.index(level)
+    nearer = (*_LEVEL_ORDER[at + 1 :], *reversed(_LEVEL_ORDER[1:at]))  # above first, then below
+    return next((name for name in nearer if _offers(model, name)), None)
+
+
+def level_value(model: Model, level: str) -> str:
+    """The API's value for an offered thinking ``level``: its ``thinking_levels`` entry,
+    else the level's own name."""
+    mapped = model.thinking_levels.get(level)
+    return mapped if isinstance(mapped, str) else level
+
+
+def model_effort(model: Model, level: str) -> str | None:
+    """The OpenAI-style reasoning effort of ``model`` for a thinking ``level``: the
+    nearest offered level (:func:`offered_level`) as its ``thinking_levels`` map it, or
+    None when it offers none (no reasoning is asked for). A model without
+    ``thinking_levels`` gets :func:`openai_effort`."""
+    if not model.thinking_levels:
+        return openai_effort(level)
+    offered = offered_level(model, level)
+    return None if offered is None else level_value(model, offered)
 
 
 def parse_json(data: str, what: str, source: str) -> Any:

@@ -10,8 +10,20 @@ sent; thinking blocks go back with their signatures unchanged, redacted
 thinking as the opaque block it came as; the results of one turn's tool calls
 go in one user message, and roles alternate; tool-call ids from other
 providers are rewritten to the ``^[a-zA-Z0-9_-]{1,64}$`` Anthropic accepts
-(the same way in the call and in its result). A reasoning level turns on
-extended thinking with a token budget, and then no ``temperature`` is sent.
+(the same way in the call and in its result).
+
+A reasoning level is first brought to one the model offers, by the catalog's
+``thinking_levels`` (a level mapped to None is not offered: the nearest offered
+level above it is asked for, else the nearest below). On a model whose catalog
+rules (``compat_flags``) say ``forceAdaptiveThinking`` it turns on adaptive
+thinking, ``thinking: {"type": "adaptive", "display": "summarized"}``, with the
+level as ``output_config.effort`` (as ``thinking_levels`` maps it, else
+minimal/low → ``low``, medium → ``medium``, others ``high``); such a model
+refuses a token budget. On other models it turns on extended thinking with a
+token budget (:data:`THINKING_BUDGETS`). With thinking on, no ``temperature`` is
+sent; nor ever to a model whose rules say ``supportsTemperature: false`` or
+``supportsMidConvoEffort``. A model the catalog does not describe has no rules:
+budgets, and the level as asked.
 
 Reading the stream: ``message_start`` (the response id and first usage),
 content blocks by index (text, thinking with its ``signature_delta``,
@@ -47,7 +59,14 @@ from .._messages import (
 )
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
-from ._common import HttpProvider, Parser, PartialJson, parse_json, prepare_messages
+from ._common import (
+    HttpProvider,
+    Parser,
+    PartialJson,
+    offered_level,
+    parse_json,
+    prepare_messages,
+)
 from ._fields import Malformed, count, dumps, integer, obj, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure
@@ -237,10 +256,57 @@ def _messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
 def _thinking_budget(level: str, max_tokens: int) -> int | None:
     """The thinking budget for ``level`` that fits under ``max_tokens`` (which must exceed
     it, with room for the answer), or None when thinking does not fit at all."""
+    if level == "max":  # a catalog level beyond ours: the largest budget
+        level = "xhigh"
     budget = THINKING_BUDGETS.get(level, THINKING_BUDGETS["medium"])
     if budget >= max_tokens:
         budget = max_tokens - _MIN_ANSWER
     return budget if budget >= _MIN_BUDGET else None
+
+
+_EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+"""The ``output_config.effort`` of a thinking level the model's ``thinking_levels`` do not
+map (pi-ai's ``mapThinkingLevelToEffort``); any other level is ``high``."""
+
+
+def _effort(model: Model, level: str) -> str:
+    mapped = model.thinking_levels.get(level)
+    return mapped if isinstance(mapped, str) else _EFFORTS.get(level, "high")
+
+
+def _thinking(model: Model, options: StreamOptions, max_tokens: int) -> dict[str, Any]:
+    """The request's ``thinking`` (and ``output_config``) for the reasoning level asked for.
+
+    The level is first brought to one the model offers (:func:`offered_level`). A
+    model whose catalog rules say ``forceAdaptiveThinking`` takes only adaptive
+    thinking, with the level as an effort; others get extended thinking with a token
+    budget, when it fits under ``max_tokens``.
+    """
+    if not (options.reasoning and model.reasoning):
+        return {}
+    level = offered_level(model, options.reasoning)
+    if level is None:
+        return {}
+    if model.compat_flags.get("forceAdaptiveThinking") is True:
+        return {
+            "thinking": {"type": "adaptive", "display": "summarized"},
+            "output_config": {"effort": _effort(model, level)},
+        }
+    budget = _thinking_budget(level, max_tokens)
+    if budget is None:
+        return {}
+    return {"thinking": {"type": "enabled", "budget_tokens": budget}}
+
+
+def _takes_temperature(model: Model) -> bool:
+    """Whether the model accepts ``temperature``: not when its catalog rules say
+    ``supportsTemperature: false``, nor on a model whose effort is managed mid-conversation
+    (``supportsMidConvoEffort``), as pi-ai."""
+    flags = model.compat_flags
+    return (
+        flags.get("supportsTemperature") is not False
+        and flags.get("supportsMidConvoEffort") is not True
+    )
 
 
 class Anthropic(HttpProvider):
@@ -267,12 +333,8 @@ class Anthropic(HttpProvider):
                 }
                 for tool in context.tools
             ]
-        budget = None
-        if options.reasoning and model.reasoning:
-            budget = _thinking_budget(options.reasoning, max_tokens)
-        if budget is not None:
-            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        elif options.temperature is not None:
+        body.update(_thinking(model, options, max_tokens))
+        if "thinking" not in body and options.temperature is not None and _takes_temperature(model):
             body["temperature"] = options.temperature
         headers = {"anthropic-version": VERSION}
         headers.update((name.lower(), value) for name, value in model.headers.items())

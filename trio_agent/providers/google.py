@@ -20,7 +20,11 @@ Reasoning levels become a thinking budget (with ``includeThoughts``), for
 models made with ``reasoning=True``: ``minimal`` 512 tokens (the smallest
 budget every Gemini 2.5 model accepts), ``low`` 2048, ``medium`` 8192,
 ``high`` 24576 (the most Flash accepts), ``xhigh`` 32768 on Pro models and
-24576 on the others.
+24576 on the others. A model with the catalog's ``thinking_levels`` is first
+asked for the nearest level it offers (a level mapped to None is not offered:
+the nearest above it, else below; none: no thinking), and a level they map to
+a value (Gemini 3 Pro's ``"LOW"`` / ``"HIGH"``, Gemma 4's ``"MINIMAL"``) is
+sent as that ``thinkingLevel`` instead of a budget, as pi-ai does.
 
 Reading the stream: every event is a whole ``GenerateContentResponse``.
 Text parts are deltas, ``thought: true`` parts are thinking deltas; a
@@ -65,7 +69,7 @@ from .._messages import (
 )
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
-from ._common import HttpProvider, Parser, parse_json, prepare_messages
+from ._common import HttpProvider, Parser, offered_level, parse_json, prepare_messages
 from ._fields import Malformed, count, dumps, flag, integer, obj, objects, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure
@@ -294,10 +298,18 @@ class Google(HttpProvider):
             config["maxOutputTokens"] = options.max_tokens
         if options.temperature is not None:
             config["temperature"] = options.temperature
-        if options.reasoning and model.reasoning:
+        level = offered_level(model, options.reasoning) if options.reasoning else None
+        if level and model.reasoning:
+            # A level the catalog's thinking_levels map (Gemini 3 Pro, Gemma 4: "HIGH",
+            # "LOW", ...) goes as a thinkingLevel; any other as a token budget.
+            mapped = model.thinking_levels.get(level)
             config["thinkingConfig"] = {
                 "includeThoughts": True,
-                "thinkingBudget": thinking_budget(model, options.reasoning),
+                **(
+                    {"thinkingLevel": mapped}
+                    if isinstance(mapped, str)
+                    else {"thinkingBudget": thinking_budget(model, level)}
+                ),
             }
         if config:
             body["generationConfig"] = config

@@ -13,7 +13,11 @@ label where it is obvious, and settable by hand::
                             compat=openai_chat.Compat(max_tokens_field="max_tokens"))
 
 A reasoning level is sent as ``reasoning_effort`` where the server takes it,
-and then no ``temperature`` (OpenAI's reasoning models refuse one).
+and then no ``temperature`` (OpenAI's reasoning models refuse one). A model
+with the catalog's ``thinking_levels`` gets the nearest level it offers (a
+level mapped to None is not offered: the nearest above it, else below; none:
+no ``reasoning_effort``), as they map it; others get the level, ``xhigh`` as
+``high``.
 
 Reading the stream (wire-formats.md §1): text deltas (a ``refusal`` is text
 too: it is the model's answer); reasoning from the first
@@ -60,7 +64,7 @@ from ._common import (
     HttpProvider,
     Parser,
     PartialJson,
-    openai_effort,
+    model_effort,
     parse_json,
     prepare_messages,
 )
@@ -149,7 +153,8 @@ _LOCAL = frozenset({*_LOCAL_PORTS.values(), "local"})
 
 def resolve_compat(model: Model) -> Compat:
     """The model's switches: what it sets, and the rest detected (the provider label first,
-    then the base URL)."""
+    then the base URL); the catalog's ``supportsReasoningEffort`` rule (``compat_flags``)
+    wins over detection."""
     provider = model.provider
     if provider in ("", "openai-compatible"):
         provider = detect_provider(model.base_url)
@@ -167,6 +172,9 @@ def resolve_compat(model: Model) -> Compat:
         supports_strict_mode=standard or provider in ("openrouter", "groq"),
         requires_api_key=provider not in _LOCAL,
     )
+    effort_rule = model.compat_flags.get("supportsReasoningEffort")
+    if isinstance(effort_rule, bool):  # the catalog's rule for this model, over detection
+        detected = attrs.evolve(detected, supports_reasoning_effort=effort_rule)
     given = model.compat if isinstance(model.compat, Compat) else Compat()
     values = {
         field.name: getattr(given, field.name)
@@ -244,7 +252,8 @@ def _image_url(block: ImageContent) -> dict[str, Any]:
     }
 
 
-def _user(message: UserMessage) -> dict[str, Any] | None:
+def _user(message: UserMessage, images: bool) -> dict[str, Any] | None:
+    """A user message; its images only if the model takes them."""
     content = message.content
     if isinstance(content, str):
         return {"role": "user", "content": content}
@@ -253,6 +262,7 @@ def _user(message: UserMessage) -> dict[str, Any] | None:
         if isinstance(block, TextContent)
         else _image_url(block)
         for block in content
+        if images or isinstance(block, TextContent)
     ]
     return {"role": "user", "content": parts} if parts else None
 
@@ -318,7 +328,11 @@ def _messages(model: Model, context: LlmContext, compat: Compat) -> list[dict[st
                 )
                 images = []
             continue
-        converted = _user(message) if isinstance(message, UserMessage) else _assistant(message)
+        converted = (
+            _user(message, "image" in model.input)
+            if isinstance(message, UserMessage)
+            else _assistant(message)
+        )
         if converted is not None:
             out.append(converted)
     return out
@@ -376,8 +390,10 @@ class OpenAIChat(HttpProvider):
                 }
                 for tool in context.tools
             ]
-        if effort and options.reasoning:
-            body["reasoning_effort"] = openai_effort(options.reasoning)
+        level = options.reasoning
+        value = model_effort(model, level) if effort and level else None
+        if value is not None:  # as the model's thinking_levels map the nearest offered level
+            body["reasoning_effort"] = value
         headers = {**model.headers, **options.headers}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"

@@ -16,7 +16,10 @@ another model's, gets an id made from its place in the transcript, which the
 API requires); tool calls keep ``call_id|item_id`` as
 their id, and the two are split again when a call is replayed (the ``fc_``
 item id is left out for a call made by another model, or one that followed
-reasoning that cannot be replayed). ``session_id`` is sent as
+reasoning that cannot be replayed). A reasoning level is sent as
+``reasoning.effort`` like the chat provider's ``reasoning_effort`` (the nearest
+level the catalog's ``thinking_levels`` offer, as they map it; ``xhigh`` as
+``high`` for a model without them). ``session_id`` is sent as
 ``prompt_cache_key``; a model without ``"image"`` in its input gets no images.
 ``OPENAI_API_KEY`` is used, and a key required, only for ``provider="openai"``:
 another server behind this API (vLLM, Ollama, a proxy) gets the key given in
@@ -80,7 +83,7 @@ from ._common import (
     HttpProvider,
     Parser,
     PartialJson,
-    openai_effort,
+    model_effort,
     parse_json,
     prepare_messages,
 )
@@ -176,7 +179,9 @@ def _reasoning_item(signature: str | None) -> dict[str, Any] | None:
     """The reasoning item kept in a thinking signature, if it can be replayed.
 
     With ``store: false`` the server cannot look an item up by its id: only an
-    item that carries its ``encrypted_content`` means anything to it.
+    item that carries its ``encrypted_content`` means anything to it. Its null
+    fields (``"status": null``, ``"content": null``, as servers that write out
+    every field send them) are left out: the API refuses a null there.
     """
     if not signature:
         return None
@@ -185,7 +190,7 @@ def _reasoning_item(signature: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     if isinstance(item, dict) and item.get("type") == "reasoning" and item.get("encrypted_content"):
-        return item
+        return {key: value for key, value in item.items() if value is not None}
     return None
 
 
@@ -329,8 +334,9 @@ class OpenAIResponses(HttpProvider):
         reasoning = bool(model.reasoning and options.reasoning)
         if options.temperature is not None and not reasoning:
             body["temperature"] = options.temperature
-        if reasoning and options.reasoning:
-            body["reasoning"] = {"effort": openai_effort(options.reasoning), "summary": "auto"}
+        effort = model_effort(model, options.reasoning) if reasoning and options.reasoning else None
+        if effort is not None:  # as the model's thinking_levels map the nearest offered level
+            body["reasoning"] = {"effort": effort, "summary": "auto"}
             body["include"] = ["reasoning.encrypted_content"]
         if options.session_id:
             body["prompt_cache_key"] = options.session_id
