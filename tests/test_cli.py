@@ -209,6 +209,15 @@ def test_the_demo_runs_as_a_process_on_this_repository() -> None:
         (["chat", "--model", "openai:x", "--thinking", "huge"], "invalid choice: 'huge'"),
         (["models", "--provider", "nope"], "--provider names an unknown provider 'nope'; known: "),
         (["models", "--api", "bedrock"], "--api names an unknown API 'bedrock'; known: "),
+        (
+            ["run", "hi", "--model", "openai:x", "--provider", "nope"],
+            "--provider names an unknown provider 'nope'; known: ant-ling, anthropic, ",
+        ),
+        (
+            ["chat", "--model", "anthropic:x", "--provider", "groq"],
+            "--provider 'groq' serves no models over anthropic-messages; "
+            "use --model with openai-chat",
+        ),
     ],
 )
 def test_usage_errors_exit_2_and_say_what_is_wrong(
@@ -892,3 +901,77 @@ async def test_chat_tells_the_tokens_each_run_used(tmp_path: Path) -> None:
     used = [line for line in err.text.splitlines() if line.startswith("  used ")]
     assert used[0] == used[1]
     assert used[0].endswith(f"; no prices known for {MODEL_IDS[api.name]} at {server.url}/v1beta")
+
+
+# --- --provider ---------------------------------------------------------------------------------
+
+
+def test_provider_picks_the_catalog_providers_model_url_and_prices() -> None:
+    # The same id at two providers: the one named is used, at its URL and prices.
+    groq = parse_model("openai-chat:llama-3.3-70b-versatile", None, "off", "groq")
+    assert (groq.provider, groq.base_url, groq.cost.input, groq.cost.output) == (
+        "groq",
+        "https://api.groq.com/openai/v1",
+        0.59,
+        0.79,
+    )
+    k3 = parse_model("anthropic:k3", None, "off", "kimi-coding")
+    assert (k3.provider, k3.base_url, k3.reasoning) == (
+        "kimi-coding",
+        catalog.find("kimi-coding", "k3").base_url,  # type: ignore[union-attr]
+        True,
+    )
+    # an id the provider does not list: its URL, the maker's defaults
+    other = parse_model("openai-chat:new-model", None, "off", "groq")
+    assert (other.provider, other.base_url, other.cost) == (
+        "groq",
+        "https://api.groq.com/openai/v1",
+        ModelCost(),
+    )
+
+
+def test_provider_without_its_key_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KIMI_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-kimis")
+    result = run_main(["run", "hi", "--model", "anthropic:k3", "--provider", "kimi-coding"])
+    assert result.code == 1, result
+    assert result.err.splitlines() == [
+        "error: no API key for kimi-coding: set KIMI_API_KEY, "
+        "or name the variable that holds it with --api-key-env NAME"
+    ]
+
+
+async def test_provider_sends_the_key_of_its_variable(tmp_path: Path) -> None:
+    # Kimi's models speak the Anthropic API, whose provider reads ANTHROPIC_API_KEY:
+    # --provider kimi-coding sends KIMI_API_KEY instead.
+    (api,) = [a for a in APIS if a.name == "anthropic"]
+    async with open_sse_server(answer(api)) as server:
+        result = await cli(
+            [
+                "run",
+                "hi",
+                "--model",
+                "anthropic-messages:k3",
+                "--provider",
+                "kimi-coding",
+                "--base-url",
+                server.url,
+            ],
+            env=environment(KIMI_API_KEY=KEY, ANTHROPIC_API_KEY="not-kimis"),
+            cwd=tmp_path,
+        )
+    assert result.code == 0, result
+    assert result.out == api.answer + "\n"
+    assert server.requests[0].headers["x-api-key"] == KEY
+    assert KEY not in result.out + result.err
+
+
+def test_models_in_json_shows_the_tiered_prices() -> None:
+    result = run_main(["models", "--provider", "openai", "--json"])
+    assert result.code == 0, result
+    (gpt,) = [m for m in map(json.loads, result.out.splitlines()) if m["id"] == "gpt-5.5"]
+    assert gpt["cost"]["tiers"] == [
+        {"inputTokensAbove": 272_000, "input": 10, "output": 45, "cacheRead": 1, "cacheWrite": 0}
+    ]
+    groq = run_main(["models", "--provider", "groq", "--json"]).out.splitlines()
+    assert not any("tiers" in json.loads(line)["cost"] for line in groq)

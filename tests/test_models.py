@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from tests._providers import fixture
-from trio_agent import Agent, Model, ModelCost, models
+from trio_agent import Agent, Model, ModelCost, ModelCostTier, models
 from trio_agent._catalog import _data
 from trio_agent._cli._cost import money, usage_line
 from trio_agent.providers import anthropic, google, openai_chat, openai_responses
@@ -157,6 +157,16 @@ def test_every_entry_of_the_file_is_a_model_with_its_prices() -> None:
             output=cost["output"],
             cache_read=cost["cacheRead"],
             cache_write=cost["cacheWrite"],
+            tiers=[
+                ModelCostTier(
+                    input_tokens_above=tier["inputTokensAbove"],
+                    input=tier["input"],
+                    output=tier["output"],
+                    cache_read=tier["cacheRead"],
+                    cache_write=tier["cacheWrite"],
+                )
+                for tier in cost.get("tiers", [])
+            ],
         ), (provider, id)
         assert (model.base_url, model.context_window, model.max_tokens) == (
             entry["baseUrl"],
@@ -416,3 +426,77 @@ def test_the_script_keeps_the_apis_trio_agent_speaks_under_its_names(tmp_path: P
         }
     }
     assert "\n" not in output.read_text().rstrip("\n")  # compact
+
+
+# --- tiered prices -----------------------------------------------------------------------------
+
+
+def test_the_catalogs_tiered_prices_are_kept() -> None:
+    gpt = openai_responses.model("gpt-5.5")
+    assert gpt.cost == ModelCost(
+        input=5,
+        output=30,
+        cache_read=0.5,
+        cache_write=0,
+        tiers=(
+            ModelCostTier(
+                input_tokens_above=272_000, input=10, output=45, cache_read=1, cache_write=0
+            ),
+        ),
+    )
+    tiered = [model for model in models.list() if model.cost.tiers]
+    assert len(tiered) == 18
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        gpt.cost.tiers[0].input = 0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("input", "cache_read", "cache_write", "expected"),
+    [
+        # 272,000 tokens of input is not above the threshold: the base prices
+        (200_000, 72_000, 0, (1.0, 0.3, 0.036)),
+        # one more, counting cache reads: the tier prices the whole request
+        (200_000, 72_001, 0, (2.0, 0.45, 0.072001)),
+        # cache writes count too
+        (272_000, 0, 1, (2.72, 0.45, 0.0)),
+    ],
+)
+def test_a_long_request_is_priced_by_its_tier(
+    input: int, cache_read: int, cache_write: int, expected: tuple[float, float, float]
+) -> None:
+    from trio_agent import Usage
+    from trio_agent.providers._common import priced
+
+    usage = Usage(input=input, output=10_000, cache_read=cache_read, cache_write=cache_write)
+    cost = priced(usage, openai_responses.model("gpt-5.5")).cost
+    assert (cost.input, cost.output, cost.cache_read) == pytest.approx(expected)
+    assert cost.total == pytest.approx(sum(expected) + cost.cache_write)
+
+
+def test_the_highest_tier_exceeded_applies_whatever_their_order() -> None:
+    cost = ModelCost(
+        input=1,
+        tiers=(
+            ModelCostTier(input_tokens_above=1000, input=3),
+            ModelCostTier(input_tokens_above=100, input=2),
+        ),
+    )
+    assert [cost.rates(tokens).input for tokens in (100, 101, 1000, 1001)] == [1, 2, 2, 3]
+
+
+async def test_a_run_is_priced_by_its_tier() -> None:
+    body = fixture("anthropic", "text.sse")  # 25 tokens in, 12 out, 100 cache read
+    table = ModelCost(
+        input=3,
+        output=15,
+        cache_read=0.3,
+        tiers=(ModelCostTier(input_tokens_above=124, input=6, output=22.5, cache_read=0.6),),
+    )
+    async with open_sse_server(ScriptedResponse(body=body)) as server:
+        model = anthropic.model("claude-sonnet-4-5", base_url=server.url, cost=table)
+        agent = Agent(model, api_key="test-key")
+        with trio.fail_after(30):
+            await agent.prompt("hi")
+    cost = agent.state.messages[-1].usage.cost  # type: ignore[union-attr]
+    assert (cost.input, cost.output, cost.cache_read) == pytest.approx((150e-6, 270e-6, 60e-6))
+    assert cost.total == pytest.approx(480e-6)

@@ -1077,3 +1077,27 @@ async def test_an_event_type_that_is_not_a_string_is_an_error_naming_the_sse_eve
         "error",
         "malformed content_block_delta event from anthropic: type is 7, not a string",
     )
+
+
+@pytest.mark.parametrize(
+    ("provider", "id", "thinking"),
+    [
+        ("anthropic", "claude-sonnet-4-6", {"type": "disabled"}),
+        ("anthropic", "claude-opus-4-7", {"type": "disabled"}),
+        ("kimi-coding", "k3", None),  # thinking_levels: {"off": None}
+        ("anthropic", "claude-fable-5", None),  # thinking_levels: {"off": None}
+        ("anthropic", "claude-fable-5-1", None),  # supportsMidConvoEffort
+    ],
+)
+async def test_no_level_turns_thinking_off_where_it_can_be(
+    clock: Any, provider: str, id: str, thinking: Any
+) -> None:
+    # As pi-ai: a reasoning model asked for no level gets thinking disabled, since the
+    # API's default on newer models is to think; not where thinking cannot be turned off.
+    body = sdk_request(await request_of(catalog(id, provider)))
+    assert (body.get("thinking"), "output_config" in body) == (thinking, False)
+
+
+async def test_temperature_is_sent_with_thinking_disabled(clock: Any) -> None:
+    body = sdk_request(await request_of(lambda url: model(url, reasoning=True), temperature=0.5))
+    assert (body["thinking"], body["temperature"]) == ({"type": "disabled"}, 0.5)

@@ -371,6 +371,241 @@ async def test_a_level_mapped_to_a_value_of_the_servers_own(clock: Any) -> None:
     assert body["reasoning_effort"] == "default"
 
 
+def catalog_model(provider: str, id: str) -> Any:
+    """The catalog's ``id`` at ``provider``, with its flags, served on loopback."""
+    return lambda url: attrs.evolve(openai_chat.model(id, provider=provider), base_url=url + "/v1")
+
+
+async def catalog_request(provider: str, id: str, ctx: Any = None, **opts: Any) -> dict[str, Any]:
+    body = await request_of(catalog_model(provider, id), ctx, **opts)
+    del body["_headers"], body["_path"]
+    return body
+
+
+REASONING_KEYS = (
+    "reasoning_effort",
+    "reasoning",
+    "thinking",
+    "enable_thinking",
+    "chat_template_args",
+    "temperature",
+)
+
+
+@pytest.mark.parametrize(
+    ("provider", "id", "level", "sent"),
+    [
+        # openrouter: its reasoning object, not reasoning_effort; "none" turns it off
+        ("openrouter", "deepseek/deepseek-v4-pro", "high", {"reasoning": {"effort": "high"}}),
+        (
+            "openrouter",
+            "deepseek/deepseek-v4-pro",
+            None,
+            {"reasoning": {"effort": "none"}, "temperature": 0.5},
+        ),
+        # qwen: enable_thinking, and the effort where the model takes one
+        (
+            "qwen-token-plan",
+            "glm-5.2",
+            "high",
+            {"enable_thinking": True, "reasoning_effort": "high"},
+        ),
+        ("qwen-token-plan", "qwen3.7-plus", "low", {"enable_thinking": True}),
+        ("qwen-token-plan", "qwen3.7-plus", None, {"enable_thinking": False, "temperature": 0.5}),
+        # deepseek: thinking enabled / disabled, and the effort
+        (
+            "deepseek",
+            "deepseek-v4-pro",
+            "medium",
+            {"thinking": {"type": "enabled"}, "reasoning_effort": "high"},
+        ),
+        (
+            "deepseek",
+            "deepseek-v4-pro",
+            None,
+            {"thinking": {"type": "disabled"}, "temperature": 0.5},
+        ),
+        # together: reasoning enabled, the effort only where the model takes one
+        ("together", "zai-org/GLM-5.3", "high", {"reasoning": {"enabled": True}}),
+        (
+            "together",
+            "zai-org/GLM-5.3",
+            None,
+            {"reasoning": {"enabled": False}, "temperature": 0.5},
+        ),
+        (
+            "together",
+            "deepseek-ai/DeepSeek-V4-Pro",
+            "high",
+            {"reasoning": {"enabled": True}, "reasoning_effort": "high"},
+        ),
+        # zai: thinking enabled (keeping earlier turns' reasoning) / disabled
+        (
+            "zai",
+            "glm-5.3",
+            "low",
+            {"thinking": {"type": "enabled", "clear_thinking": False}, "reasoning_effort": "low"},
+        ),
+        ("zai", "glm-4.7", "high", {"thinking": {"type": "enabled", "clear_thinking": False}}),
+        ("zai", "glm-5.3", None, {"thinking": {"type": "disabled"}, "temperature": 0.5}),
+        # baseten: the catalog's chat_template_args, filled in for the level
+        (
+            "baseten",
+            "moonshotai/Kimi-K2.6",
+            "high",
+            {"chat_template_args": {"enable_thinking": True}},
+        ),
+        (
+            "baseten",
+            "moonshotai/Kimi-K2.6",
+            None,
+            {"chat_template_args": {"enable_thinking": False}, "temperature": 0.5},
+        ),
+        # ant-ling: its reasoning object, only when asked; low is not offered: high
+        ("ant-ling", "Ring-2.6-1T", "low", {"reasoning": {"effort": "high"}}),
+        ("ant-ling", "Ring-2.6-1T", None, {"temperature": 0.5}),
+        # openai, with an "off" of the model's own: sent when no level is asked for
+        (
+            "baseten",
+            "deepseek-ai/DeepSeek-V4-Pro",
+            None,
+            {"reasoning_effort": "none", "temperature": 0.5},
+        ),
+        ("baseten", "deepseek-ai/DeepSeek-V4-Pro", "low", {"reasoning_effort": "low"}),
+    ],
+)
+async def test_the_level_is_sent_in_the_catalogs_thinking_format(
+    clock: Any, provider: str, id: str, level: Any, sent: dict[str, Any]
+) -> None:
+    # The request type takes the extra fields (TypedDicts do); those it has are checked.
+    # No level: reasoning is turned off where the format can, and temperature is sent.
+    body = sdk_request(await catalog_request(provider, id, reasoning=level, temperature=0.5))
+    assert {key: body[key] for key in REASONING_KEYS if key in body} == sent
+
+
+@pytest.mark.parametrize(
+    ("level", "args"),
+    [
+        ("medium", {"enable_thinking": True, "effort": "medium", "mode": "fast"}),
+        (None, {"enable_thinking": False, "mode": "fast"}),  # effort: omitWhenOff
+    ],
+)
+async def test_chat_template_args_set_by_hand(clock: Any, level: Any, args: dict[str, Any]) -> None:
+    compat = openai_chat.Compat(
+        thinking_format="baseten",
+        chat_template_args={
+            "enable_thinking": {"$var": "thinking.enabled"},
+            "effort": {"omitWhenOff": True},
+            "mode": "fast",
+            "budget": {"$var": "thinking.budget"},  # no budget is computed: left out
+        },
+    )
+    body = await request_of(lambda url: model(url, reasoning=True, compat=compat), reasoning=level)
+    assert body["chat_template_args"] == args
+
+
+async def test_a_thinking_format_set_by_hand_wins_over_the_catalogs(clock: Any) -> None:
+    body = await request_of(
+        lambda url: attrs.evolve(
+            catalog_model("openrouter", "deepseek/deepseek-v4-pro")(url),
+            compat=openai_chat.Compat(thinking_format="openai"),
+        ),
+        reasoning="xhigh",
+    )
+    del body["_headers"], body["_path"]
+    assert (sdk_request(body)["reasoning_effort"], "reasoning" in body) == ("xhigh", False)
+
+
+async def test_a_model_the_catalog_does_not_know_gets_the_detected_thinking_format(
+    clock: Any,
+) -> None:
+    body = await request_of(
+        lambda url: openai_chat.model(
+            "some/new-model", base_url=url + "/v1", provider="openrouter", reasoning=True
+        ),
+        reasoning="medium",
+    )
+    assert (body["reasoning"], "reasoning_effort" in body) == ({"effort": "medium"}, False)
+
+
+@pytest.mark.parametrize(
+    ("provider", "id", "field"),
+    [
+        ("zai", "glm-5.3", "max_tokens"),  # detection does not know zai: max_completion_tokens
+        ("baseten", "openai/gpt-oss-120b", "max_tokens"),
+    ],
+)
+async def test_the_catalogs_max_tokens_field(
+    clock: Any, provider: str, id: str, field: str
+) -> None:
+    body = sdk_request(await catalog_request(provider, id, max_tokens=77))
+    assert body[field] == 77
+    assert {"max_tokens", "max_completion_tokens"} & set(body) == {field}
+
+
+async def test_the_catalogs_flags_win_over_detection_and_a_compat_given_over_both(
+    clock: Any,
+) -> None:
+    flags = {
+        "supportsDeveloperRole": False,
+        "supportsStore": False,
+        "supportsUsageInStreaming": False,
+        "maxTokensField": "max_tokens",
+    }
+    ctx = context(UserMessage.text("hi"), system_prompt="sys")
+    flagged = await request_of(
+        lambda url: attrs.evolve(model(url, reasoning=True), compat_flags=flags),
+        ctx,
+        max_tokens=9,
+    )
+    del flagged["_headers"], flagged["_path"]
+    sdk_request(flagged)
+    assert flagged["messages"][0] == {"role": "system", "content": "sys"}
+    assert ("store" in flagged, "stream_options" in flagged) == (False, False)
+    assert (flagged.get("max_tokens"), "max_completion_tokens" in flagged) == (9, False)
+    given = openai_chat.Compat(
+        supports_developer_role=True,
+        supports_store=True,
+        supports_usage_in_streaming=True,
+        max_tokens_field="max_completion_tokens",
+    )
+    chosen = await request_of(
+        lambda url: attrs.evolve(model(url, reasoning=True, compat=given), compat_flags=flags),
+        ctx,
+        max_tokens=9,
+    )
+    del chosen["_headers"], chosen["_path"]
+    sdk_request(chosen)
+    assert chosen["messages"][0] == {"role": "developer", "content": "sys"}
+    assert (chosen["store"], chosen["stream_options"]) == (False, {"include_usage": True})
+    assert (chosen["max_completion_tokens"], "max_tokens" in chosen) == (9, False)
+
+
+async def test_assistant_messages_carry_reasoning_content_where_the_catalog_requires_it(
+    clock: Any,
+) -> None:
+    ctx = context(
+        UserMessage.text("q"),
+        AssistantMessage(content=(ToolCall("t1", "echo", {}),), stop_reason="toolUse"),
+        ToolResultMessage(tool_call_id="t1", tool_name="echo", content=(TextContent("r"),)),
+        AssistantMessage(
+            content=(
+                ThinkingContent("hm", thinking_signature="reasoning_content"),
+                TextContent("a"),
+            ),
+            api=openai_chat.API,
+            provider="openrouter",
+            model="deepseek/deepseek-v4-pro",
+        ),
+        UserMessage.text("more"),
+    )
+    body = sdk_request(await catalog_request("openrouter", "deepseek/deepseek-v4-pro", ctx))
+    assistants = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert [m.get("reasoning_content") for m in assistants] == ["", "hm"]
+    plain = await catalog_request("openrouter", "openai/gpt-oss-120b", ctx)
+    assert "reasoning_content" not in plain["messages"][1]
+
+
 def sdk_chunks(*deltas: dict[str, Any], finish: str = "stop") -> ScriptedResponse:
     """A reply streamed as the openai SDK's ``ChatCompletionChunk`` models."""
     chunks = [

@@ -335,6 +335,33 @@ async def test_the_request_for_a_catalog_model_is_of_the_sdks_type(
     check_request(api, body)
 
 
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize(
+    ("provider", "model_id"),
+    [("baseten", "openai/gpt-oss-120b"), ("together", "openai/gpt-oss-120b")],
+)
+async def test_the_request_with_another_providers_catalog_flags_is_of_the_sdks_type(
+    clock: Any, provider: str, model_id: str, level: Any
+) -> None:
+    """The catalog's flags (``max_tokens``, no ``store``, a ``system`` role, the model's
+    own ``off``) make a request of the SDK's type, checked strictly: nothing outside it."""
+    async with open_sse_server(ScriptedResponse(body=b"")) as server:
+        found = openai_chat.model(model_id, provider=provider)
+        model = attrs.evolve(found, base_url=server.url + "/v1")
+        ctx = context(*rich_transcript(model), system_prompt="Be brief.", tools=[WEATHER, ECHO])
+        await call(openai_chat.stream, model, ctx, options(reasoning=level, max_tokens=4_000))
+    body: dict[str, Any] = server.requests[0].json
+    check_request(openai_chat.API, body)
+    assert (body["max_tokens"], "max_completion_tokens" in body, "store" in body) == (
+        4_000,
+        False,
+        False,
+    )
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    if level is None and provider == "baseten":  # its "off" is "none"; together's is None
+        assert body["reasoning_effort"] == "none"
+
+
 async def test_the_request_to_gemini_3_is_of_the_sdks_type(clock: Any) -> None:
     """Gemini 3 gets call ids, and the signature that skips the check on another
     model's calls (which must still be base64, as ``Part.thought_signature`` is bytes)."""

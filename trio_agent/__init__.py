@@ -86,6 +86,7 @@ from ._messages import UserContent as UserContent
 from ._messages import UserMessage as UserMessage
 from ._model import Model as Model
 from ._model import ModelCost as ModelCost
+from ._model import ModelCostTier as ModelCostTier
 from ._stream import LlmContext as LlmContext
 from ._stream import ReasoningLevel as ReasoningLevel
 from ._stream import StreamFn as StreamFn
@@ -130,6 +131,7 @@ __all__ = [
     "MessageUpdate",
     "Model",
     "ModelCost",
+    "ModelCostTier",
     "NextTurn",
     "QueueMode",
     "ReasoningLevel",

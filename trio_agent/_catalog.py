@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ._model import Model, ModelCost
+from ._model import Model, ModelCost, ModelCostTier
 
 __all__ = ["base_url_of", "describe", "find", "list_models", "provider_at", "providers", "source"]
 
@@ -80,6 +80,16 @@ def _fields(entry: Mapping[str, Any]) -> dict[str, Any]:
             output=float(cost["output"]),
             cache_read=float(cost["cacheRead"]),
             cache_write=float(cost["cacheWrite"]),
+            tiers=tuple(
+                ModelCostTier(
+                    input_tokens_above=int(tier["inputTokensAbove"]),
+                    input=float(tier["input"]),
+                    output=float(tier["output"]),
+                    cache_read=float(tier["cacheRead"]),
+                    cache_write=float(tier["cacheWrite"]),
+                )
+                for tier in cost.get("tiers") or ()
+            ),
         ),
         "headers": dict(entry.get("headers") or {}),
         "thinking_levels": entry.get("thinkingLevelMap") or {},

@@ -2,22 +2,61 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
 
-__all__ = ["FrozenMapping", "Model", "ModelCost"]
+__all__ = ["FrozenMapping", "Model", "ModelCost", "ModelCostTier"]
+
+
+@attrs.frozen(kw_only=True)
+class ModelCostTier:
+    """The prices per million tokens of a request whose input (``input`` +
+    ``cache_read`` + ``cache_write`` tokens) exceeds ``input_tokens_above``.
+
+    Some models (OpenAI's gpt-5.4 and later, Copilot's Grok 4.5 and 4.6) cost more per
+    token, for the whole request, once its prompt is long; pi's catalog says so as
+    ``cost.tiers``, and :class:`ModelCost` keeps them so the cost of a reply is
+    what the provider bills.
+    """
+
+    input_tokens_above: int
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+def _tiers(value: Iterable[ModelCostTier]) -> tuple[ModelCostTier, ...]:
+    return tuple(value)
 
 
 @attrs.frozen(kw_only=True)
 class ModelCost:
-    """Prices per million tokens, used to fill :attr:`trio_agent.Usage.cost`."""
+    """Prices per million tokens, used to fill :attr:`trio_agent.Usage.cost`.
+
+    ``tiers`` are higher prices for long requests (:class:`ModelCostTier`): the
+    tier with the highest ``input_tokens_above`` that the request's input tokens
+    exceed prices the whole request, as pi-ai's ``calculateCost`` does; below
+    every threshold, the prices here apply.
+    """
 
     input: float = 0.0
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+    tiers: tuple[ModelCostTier, ...] = attrs.field(default=(), converter=_tiers)
+
+    def rates(self, input_tokens: int) -> ModelCost | ModelCostTier:
+        """The prices of a request with ``input_tokens`` tokens of input (cache reads and
+        writes included): the highest tier it exceeds, else these."""
+        rates: ModelCost | ModelCostTier = self
+        above = -1
+        for tier in self.tiers:
+            if input_tokens > tier.input_tokens_above > above:
+                rates, above = tier, tier.input_tokens_above
+        return rates
 
 
 def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:

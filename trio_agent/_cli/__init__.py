@@ -10,6 +10,9 @@
   and resume.
 - ``models [--provider P] [--api API]``: the model catalog, one model a line.
 
+``run`` and ``chat`` take ``--provider NAME`` to use a catalog provider's model
+(its base URL, prices and key variable) rather than the API's own.
+
 After a run of ``run`` or ``chat``, one line on stderr tells the tokens it
 used and, at the catalog's prices for the model, what they cost.
 
@@ -37,6 +40,7 @@ from typing import TextIO
 
 import trio
 
+from .. import _catalog
 from .._agent import Agent
 from .._config import ThinkingLevel
 from .._errors import TranscriptError, TrioAgentError
@@ -79,16 +83,66 @@ ALIASES = {
     "gemini": google.API,
 }
 THINKING_LEVELS: tuple[str, ...] = typing.get_args(ThinkingLevel)
+KEY_VARIABLES = {
+    "ant-ling": "ANT_LING_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "baseten": "BASETEN_API_KEY",
+    "cerebras": "CEREBRAS_API_KEY",
+    "cloudflare-ai-gateway": "CLOUDFLARE_API_KEY",
+    "cloudflare-workers-ai": "CLOUDFLARE_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "fireworks": "FIREWORKS_API_KEY",
+    "github-copilot": "COPILOT_GITHUB_TOKEN",
+    "google": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "huggingface": "HF_TOKEN",
+    "kimi-coding": "KIMI_API_KEY",
+    "minimax": "MINIMAX_API_KEY",
+    "minimax-cn": "MINIMAX_CN_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "moonshotai": "MOONSHOT_API_KEY",
+    "moonshotai-cn": "MOONSHOT_API_KEY",
+    "nvidia": "NVIDIA_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "opencode": "OPENCODE_API_KEY",
+    "opencode-go": "OPENCODE_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "qwen-token-plan": "QWEN_TOKEN_PLAN_API_KEY",
+    "qwen-token-plan-cn": "QWEN_TOKEN_PLAN_CN_API_KEY",
+    "qwen-token-plan-individual": "QWEN_TOKEN_PLAN_API_KEY",
+    "together": "TOGETHER_API_KEY",
+    "vercel-ai-gateway": "AI_GATEWAY_API_KEY",
+    "xai": "XAI_API_KEY",
+    "xiaomi": "XIAOMI_API_KEY",
+    "xiaomi-token-plan-ams": "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
+    "xiaomi-token-plan-cn": "XIAOMI_TOKEN_PLAN_CN_API_KEY",
+    "xiaomi-token-plan-sgp": "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
+    "zai": "ZAI_API_KEY",
+    "zai-coding-cn": "ZAI_CODING_CN_API_KEY",
+}
+"""The environment variable of each catalog provider's key, as pi-ai's
+``getApiKeyEnvVars`` names it: ``--provider`` reads the key from there, since the
+stream providers know only their own API's variable (``ANTHROPIC_API_KEY`` for every
+server of the Anthropic API, Kimi's and MiniMax's too)."""
 
 
 class UsageError(Exception):
     """A command line that cannot be run as given (exit code 2)."""
 
 
-def parse_model(spec: str, base_url: str | None, thinking: ThinkingLevel) -> Model:
+def parse_model(
+    spec: str, base_url: str | None, thinking: ThinkingLevel, provider: str | None = None
+) -> Model:
     """The model named by ``API:ID`` (the id may contain colons: ``openai-chat:llama3.2:3b``),
     with what the model catalog knows of it; a thinking level makes it a reasoning model
-    even where the catalog does not say it is one."""
+    even where the catalog does not say it is one.
+
+    ``provider`` (``--provider``) picks a catalog provider: the model is looked up among
+    its models and served at its base URL (unless ``base_url`` names another server),
+    since the same id is served by several providers at different URLs and prices. A
+    provider the catalog does not know, or one that serves nothing over the API, is a
+    usage error naming the value and what would do.
+    """
     api, colon, model_id = spec.partition(":")
     api = ALIASES.get(api, api)
     if not colon or not model_id:
@@ -97,6 +151,20 @@ def parse_model(spec: str, base_url: str | None, thinking: ThinkingLevel) -> Mod
         known = ", ".join([*MODELS, *ALIASES])
         raise UsageError(f"--model names an unknown API {api!r}; known: {known}")
     options: dict[str, object] = {"reasoning": True} if thinking != "off" else {}
+    if provider is not None:
+        known_providers = _catalog.providers()
+        if provider not in known_providers:
+            raise UsageError(
+                f"--provider names an unknown provider {provider!r}; "
+                f"known: {', '.join(known_providers)}"
+            )
+        if _catalog.base_url_of(api, provider) is None:
+            served = sorted({m.api for m in _catalog.list_models(provider=provider)})
+            raise UsageError(
+                f"--provider {provider!r} serves no models over {api}; "
+                f"use --model with {' or '.join(served)}"
+            )
+        options["provider"] = provider
     if base_url:
         options["base_url"] = base_url
     return MODELS[api](model_id, **options)
@@ -106,10 +174,12 @@ class MissingKeyError(Exception):
     """No API key where the model needs one: told in one line, exit code 1."""
 
 
-def find_key(model: Model, api_key_env: str | None) -> str | None:
-    """The key to give the agent: the value of ``api_key_env`` when it is given, else None
-    (the provider reads its own variable). :class:`MissingKeyError` naming the variable
-    to set when the model needs a key and there is none."""
+def find_key(model: Model, api_key_env: str | None, chosen_provider: bool = False) -> str | None:
+    """The key to give the agent: the value of ``api_key_env`` when it is given, else, for
+    a provider picked with ``--provider`` (``chosen_provider``), that of its variable
+    (:data:`KEY_VARIABLES`), else None (the provider reads its own variable).
+    :class:`MissingKeyError` naming the variable to set when the model needs a key and
+    there is none."""
     if api_key_env is not None:
         key = os.environ.get(api_key_env)
         if not key:
@@ -117,6 +187,17 @@ def find_key(model: Model, api_key_env: str | None) -> str | None:
             raise MissingKeyError(f"--api-key-env names {api_key_env}, which is {state}")
         return key
     provider = PROVIDERS[model.api]()
+    variable = KEY_VARIABLES.get(model.provider) if chosen_provider else None
+    if variable is not None:
+        key = os.environ.get(variable)
+        if key:
+            return key
+        if not provider.needs_key(model):
+            return None
+        raise MissingKeyError(
+            f"no API key for {model.provider}: set {variable}, "
+            "or name the variable that holds it with --api-key-env NAME"
+        )
     if not provider.needs_key(model) or provider.api_key(model, StreamOptions()) is not None:
         return None
     if model.api == openai_chat.API:  # the variable of the host's provider, if it has one
@@ -183,6 +264,13 @@ def _parser() -> _Parser:
             "--base-url",
             metavar="URL",
             help="the server, e.g. http://localhost:11434/v1 for Ollama",
+        )
+        command.add_argument(
+            "--provider",
+            metavar="NAME",
+            help="a provider of the model catalog (e.g. groq, openrouter, kimi-coding): the "
+            "model is its, at its URL and prices, and the key comes from its variable "
+            "(e.g. GROQ_API_KEY); trio-agent models --provider NAME lists its models",
         )
         command.add_argument(
             "--root",
@@ -431,8 +519,8 @@ def _main(
         if not Path(args.root).is_dir():
             raise UsageError(f"--root {args.root!r} is not a folder")
         args.root = Path(args.root).resolve()  # here, before the event loop runs
-        args.parsed_model = parse_model(args.model, args.base_url, args.thinking)
-        args.api_key = find_key(args.parsed_model, args.api_key_env)
+        args.parsed_model = parse_model(args.model, args.base_url, args.thinking, args.provider)
+        args.api_key = find_key(args.parsed_model, args.api_key_env, args.provider is not None)
         if args.command == "run":
             return trio.run(_run, args, term, clock=clock)
         return trio.run(_chat, args, term, sys.stdin if stdin is None else stdin, clock=clock)

@@ -4,7 +4,8 @@ Each line starts with what ``--model`` takes (``API:ID``), then the
 provider, the limits and the prices, so that a line can be found with
 ``grep`` and its first word pasted into a command line. A model of a
 provider other than the API's own (OpenRouter, Groq, ...) is used with
-``--base-url`` set to the provider's URL, which ``--json`` shows.
+``--provider`` naming it (which brings its URL, shown by ``--json``, and
+its key variable).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from collections.abc import Sequence
 
 from .._catalog import list_models, providers
-from .._model import Model
+from .._model import Model, ModelCostTier
 
 
 def _price(value: float) -> str:
@@ -32,8 +33,19 @@ def line(model: Model) -> str:
     )
 
 
+def _tier(tier: ModelCostTier) -> dict[str, float]:
+    return {
+        "inputTokensAbove": tier.input_tokens_above,
+        "input": tier.input,
+        "output": tier.output,
+        "cacheRead": tier.cache_read,
+        "cacheWrite": tier.cache_write,
+    }
+
+
 def as_json(model: Model) -> str:
-    """One model, as one line of JSON (pi's names for what pi's catalog holds)."""
+    """One model, as one line of JSON (pi's names for what pi's catalog holds, with the
+    higher prices of long requests as ``cost.tiers``, as pi writes them)."""
     cost = model.cost
     return json.dumps(
         {
@@ -51,6 +63,7 @@ def as_json(model: Model) -> str:
                 "output": cost.output,
                 "cacheRead": cost.cache_read,
                 "cacheWrite": cost.cache_write,
+                **({"tiers": [_tier(tier) for tier in cost.tiers]} if cost.tiers else {}),
             },
         },
         ensure_ascii=False,

@@ -238,8 +238,13 @@ def _for_model(message: AssistantMessage, model: Model) -> AssistantMessage:
 
 
 def priced(usage: Usage, model: Model) -> Usage:
-    """``usage`` with its cost from the model's cost table (per million tokens)."""
-    table = model.cost
+    """``usage`` with its cost from the model's cost table (per million tokens).
+
+    A long request is priced by the cost table's tier for its input (input, cache
+    read and cache write tokens together), as pi-ai's ``calculateCost``: providers bill
+    the whole request at the higher rate once its prompt passes the threshold.
+    """
+    table = model.cost.rates(usage.input + usage.cache_read + usage.cache_write)
     input_cost = usage.input * table.input / 1e6
     output_cost = usage.output * table.output / 1e6
     read_cost = usage.cache_read * table.cache_read / 1e6

@@ -23,7 +23,11 @@ refuses a token budget. On other models it turns on extended thinking with a
 token budget (:data:`THINKING_BUDGETS`). With thinking on, no ``temperature`` is
 sent; nor ever to a model whose rules say ``supportsTemperature: false`` or
 ``supportsMidConvoEffort``. A model the catalog does not describe has no rules:
-budgets, and the level as asked.
+budgets, and the level as asked. Asked for no level, a reasoning model gets
+``thinking: {"type": "disabled"}`` (as pi-ai: the API's default on newer models
+is to think), with ``temperature`` if it takes one; not a model whose
+``thinking_levels`` map ``"off"`` to None (its thinking cannot be turned off) or
+whose rules say ``supportsMidConvoEffort``.
 
 Reading the stream: ``message_start`` (the response id and first usage),
 content blocks by index (text, thinking with its ``signature_delta``,
@@ -41,7 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .. import _catalog
@@ -282,8 +286,10 @@ def _thinking(model: Model, options: StreamOptions, max_tokens: int) -> dict[str
     thinking, with the level as an effort; others get extended thinking with a token
     budget, when it fits under ``max_tokens``.
     """
-    if not (options.reasoning and model.reasoning):
+    if not model.reasoning:
         return {}
+    if not options.reasoning:
+        return _thinking_off(model)
     level = offered_level(model, options.reasoning)
     if level is None:
         return {}
@@ -296,6 +302,28 @@ def _thinking(model: Model, options: StreamOptions, max_tokens: int) -> dict[str
     if budget is None:
         return {}
     return {"thinking": {"type": "enabled", "budget_tokens": budget}}
+
+
+def _thinking_off(model: Model) -> dict[str, Any]:
+    """The request's ``thinking`` when no reasoning level is asked of a reasoning model.
+
+    Sent as ``{"type": "disabled"}``, as pi-ai does: left out, the API would apply the
+    model's own default, which on newer models is to think (and bill for it). Not
+    when the catalog's ``thinking_levels`` map ``"off"`` to None (the model's thinking
+    cannot be turned off, and the API refuses ``disabled``), nor on a model whose
+    effort is managed mid-conversation (``supportsMidConvoEffort``), for which pi-ai
+    never sends ``disabled``.
+    """
+    if "off" in model.thinking_levels and model.thinking_levels["off"] is None:
+        return {}
+    if model.compat_flags.get("supportsMidConvoEffort") is True:
+        return {}
+    return {"thinking": {"type": "disabled"}}
+
+
+def _thinking_on(body: Mapping[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, Mapping) and thinking.get("type") != "disabled"
 
 
 def _takes_temperature(model: Model) -> bool:
@@ -334,7 +362,7 @@ class Anthropic(HttpProvider):
                 for tool in context.tools
             ]
         body.update(_thinking(model, options, max_tokens))
-        if "thinking" not in body and options.temperature is not None and _takes_temperature(model):
+        if not _thinking_on(body) and options.temperature is not None and _takes_temperature(model):
             body["temperature"] = options.temperature
         headers = {"anthropic-version": VERSION}
         headers.update((name.lower(), value) for name, value in model.headers.items())

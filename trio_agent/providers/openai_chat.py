@@ -12,12 +12,16 @@ label where it is obvious, and settable by hand::
     odd = openai_chat.model("m", base_url="https://x/v1",
                             compat=openai_chat.Compat(max_tokens_field="max_tokens"))
 
-A reasoning level is sent as ``reasoning_effort`` where the server takes it,
-and then no ``temperature`` (OpenAI's reasoning models refuse one). A model
-with the catalog's ``thinking_levels`` gets the nearest level it offers (a
-level mapped to None is not offered: the nearest above it, else below; none:
-no ``reasoning_effort``), as they map it; others get the level, ``xhigh`` as
-``high``.
+A reasoning level is sent the way the server takes it (``Compat.thinking_format``:
+``reasoning_effort`` for OpenAI, a ``reasoning`` object for OpenRouter,
+``thinking`` for DeepSeek and Z.ai, ``enable_thinking`` for Qwen, ...), and then
+no ``temperature`` (OpenAI's reasoning models refuse one). A model with the
+catalog's ``thinking_levels`` gets the nearest level it offers (a level mapped
+to None is not offered: the nearest above it, else below; none: reasoning is
+not asked for), as they map it; others get the level, ``xhigh`` as ``high``.
+
+For a model of the catalog, its ``compat_flags`` (pi-ai's per-model rules) set
+the switches the base URL cannot tell; see :func:`resolve_compat`.
 
 Reading the stream (wire-formats.md §1): text deltas (a ``refusal`` is text
 too: it is the model's answer); reasoning from the first
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias
 from urllib.parse import urlsplit
 
@@ -94,13 +98,41 @@ class Compat:
     supports_store: bool | None = None
     """Send ``store: false``."""
     supports_reasoning_effort: bool | None = None
-    """Send ``reasoning_effort`` for the reasoning level."""
+    """Send ``reasoning_effort`` for the reasoning level (with the formats that have
+    their own switch, as well as it: DeepSeek's ``thinking``, Qwen's ``enable_thinking``)."""
     supports_strict_mode: bool | None = None
     """Send ``strict: false`` in tool definitions."""
     requires_tool_result_name: bool | None = None
     """Tool messages carry the tool's ``name``."""
     requires_api_key: bool | None = None
     """Refuse to send a request without a key (local servers need none)."""
+    requires_reasoning_content_on_assistant_messages: bool | None = None
+    """A reasoning model's assistant messages carry ``reasoning_content`` (``""`` when
+    there is none): DeepSeek's thinking mode refuses a history without it."""
+    thinking_format: ThinkingFormat | None = None
+    """How the reasoning level is sent (see :data:`ThinkingFormat`)."""
+    chat_template_args: Mapping[str, Any] | None = None
+    """Baseten's ``chat_template_args`` (format ``baseten``), as pi-ai writes them: a
+    value ``{"$var": "thinking.enabled"}`` is whether reasoning is asked for, another
+    object the model's value for the level (left out, with ``omitWhenOff``, when no
+    level is asked for); anything else is sent as it is."""
+
+
+ThinkingFormat: TypeAlias = Literal[
+    "openai", "openrouter", "qwen", "deepseek", "together", "zai", "baseten", "ant-ling"
+]
+"""How a server takes the reasoning level, as pi-ai's ``thinkingFormat`` names it:
+``openai``: ``reasoning_effort``; ``openrouter``: ``reasoning: {effort}`` (and
+``{effort: "none"}`` to turn it off); ``qwen``: ``enable_thinking``; ``deepseek`` and
+``zai``: ``thinking: {type: enabled | disabled}``; ``together``: ``reasoning:
+{enabled}``; ``baseten``: ``chat_template_args`` (see
+:attr:`Compat.chat_template_args`) and ``reasoning_effort``; ``ant-ling``:
+``reasoning: {effort}``, only when asked. Each server ignores (or refuses) the
+others' fields, so a level sent the wrong way is lost."""
+
+_THINKING_FORMATS: frozenset[str] = frozenset(
+    ("openai", "openrouter", "qwen", "deepseek", "together", "zai", "baseten", "ant-ling")
+)
 
 
 _OPENAI = Compat(
@@ -112,7 +144,27 @@ _OPENAI = Compat(
     supports_strict_mode=True,
     requires_tool_result_name=False,
     requires_api_key=True,
+    requires_reasoning_content_on_assistant_messages=False,
+    thinking_format="openai",
 )
+
+# The catalog's flags (pi's camelCase ``compat`` keys) that are Compat switches, with the
+# values each may take: a flag of another value is not this version's, and is ignored.
+_FLAGS: dict[str, tuple[str, Any]] = {
+    "maxTokensField": ("max_tokens_field", frozenset(("max_tokens", "max_completion_tokens"))),
+    "supportsDeveloperRole": ("supports_developer_role", bool),
+    "supportsUsageInStreaming": ("supports_usage_in_streaming", bool),
+    "supportsStore": ("supports_store", bool),
+    "supportsReasoningEffort": ("supports_reasoning_effort", bool),
+    "supportsStrictMode": ("supports_strict_mode", bool),
+    "requiresToolResultName": ("requires_tool_result_name", bool),
+    "requiresReasoningContentOnAssistantMessages": (
+        "requires_reasoning_content_on_assistant_messages",
+        bool,
+    ),
+    "thinkingFormat": ("thinking_format", _THINKING_FORMATS),
+    "chatTemplateArgs": ("chat_template_args", Mapping),
+}
 
 # Provider label, and its key's environment variable, by host.
 _KNOWN_HOSTS = {
@@ -149,12 +201,25 @@ def detect_provider(base_url: str) -> str:
 
 _NONSTANDARD = frozenset({"deepseek", "xai", "cerebras", "together", "moonshotai", "mistral"})
 _LOCAL = frozenset({*_LOCAL_PORTS.values(), "local"})
+_DETECTED_FORMATS: dict[str, ThinkingFormat] = {
+    "openrouter": "openrouter",
+    "deepseek": "deepseek",
+    "together": "together",
+}
+"""The thinking format of a provider detected by URL (pi-ai's ``detectCompat``)."""
 
 
 def resolve_compat(model: Model) -> Compat:
-    """The model's switches: what it sets, and the rest detected (the provider label first,
-    then the base URL); the catalog's ``supportsReasoningEffort`` rule (``compat_flags``)
-    wins over detection."""
+    """The model's switches: the :class:`Compat` it was given, then the catalog's flags
+    for it (``model.compat_flags``, pi's per-model ``compat``), then what is detected
+    from the provider label and the base URL, switch by switch.
+
+    The catalog says how each provider's server takes each model (Together wants
+    ``max_tokens``, DeepSeek ``thinking`` and ``reasoning_content``, OpenRouter its
+    ``reasoning`` object), which a URL cannot tell; detection is for the servers it
+    does not describe (a local server, a proxy), and a switch set by hand says what the
+    user knows of theirs, so it wins over both. As pi-ai's ``getCompat``.
+    """
     provider = model.provider
     if provider in ("", "openai-compatible"):
         provider = detect_provider(model.base_url)
@@ -171,10 +236,20 @@ def resolve_compat(model: Model) -> Compat:
         supports_reasoning_effort=standard or provider in ("openrouter", "groq", "deepseek"),
         supports_strict_mode=standard or provider in ("openrouter", "groq"),
         requires_api_key=provider not in _LOCAL,
+        requires_reasoning_content_on_assistant_messages=provider == "deepseek",
+        thinking_format=_DETECTED_FORMATS.get(provider, "openai"),
     )
-    effort_rule = model.compat_flags.get("supportsReasoningEffort")
-    if isinstance(effort_rule, bool):  # the catalog's rule for this model, over detection
-        detected = attrs.evolve(detected, supports_reasoning_effort=effort_rule)
+    flags = model.compat_flags
+    from_catalog: dict[str, Any] = {}
+    for key, (name, allowed) in _FLAGS.items():
+        value = flags.get(key)
+        if allowed is bool or allowed is Mapping:
+            known = isinstance(value, allowed)
+        else:
+            known = isinstance(value, str) and value in allowed
+        if known:  # a value of another pi-ai version's making is left to detection
+            from_catalog[name] = value
+    detected = attrs.evolve(detected, **from_catalog)
     given = model.compat if isinstance(model.compat, Compat) else Compat()
     values = {
         field.name: getattr(given, field.name)
@@ -267,7 +342,9 @@ def _user(message: UserMessage, images: bool) -> dict[str, Any] | None:
     return {"role": "user", "content": parts} if parts else None
 
 
-def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
+def _assistant(message: AssistantMessage, reasoning_content: bool) -> dict[str, Any] | None:
+    """An assistant message; with ``reasoning_content``, one always carries that field
+    (``""`` when it has no reasoning in it), for the servers that require it."""
     out: dict[str, Any] = {"role": "assistant", "content": None}
     text = "".join(b.text for b in message.content if isinstance(b, TextContent) and b.text.strip())
     if text:
@@ -287,6 +364,8 @@ def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
             }
             for call in calls
         ]
+    if reasoning_content and "reasoning_content" not in out:
+        out["reasoning_content"] = ""
     if out["content"] is None and not calls:
         return None  # some servers refuse an assistant message with neither
     return out
@@ -331,10 +410,105 @@ def _messages(model: Model, context: LlmContext, compat: Compat) -> list[dict[st
         converted = (
             _user(message, "image" in model.input)
             if isinstance(message, UserMessage)
-            else _assistant(message)
+            else _assistant(
+                message,
+                bool(model.reasoning and compat.requires_reasoning_content_on_assistant_messages),
+            )
         )
         if converted is not None:
             out.append(converted)
+    return out
+
+
+def _reasoning(model: Model, level: str | None, compat: Compat) -> tuple[dict[str, Any], bool]:
+    """The fields that send the reasoning ``level`` the way the server takes it
+    (``compat.thinking_format``, as pi-ai's ``buildParams``), and whether they ask for
+    reasoning.
+
+    The level is the nearest the model offers, as its ``thinking_levels`` map it
+    (:func:`model_effort`); a model that offers none gets reasoning turned off. With no
+    level, the formats that have an "off" send it where the model can turn reasoning
+    off (its ``off`` level is not mapped to None): such servers think by default, so a
+    request without a level would otherwise still pay for reasoning.
+    """
+    if not model.reasoning:
+        return {}, False
+    value = model_effort(model, level) if level else None
+    on = value is not None
+    effort = compat.supports_reasoning_effort
+    levels = model.thinking_levels
+    can_turn_off = levels.get("off", "") is not None  # "off" mapped to None: it cannot
+    off = levels.get("off")
+    out: dict[str, Any] = {}
+    match compat.thinking_format:
+        case "openrouter":  # OpenRouter's one reasoning object, whichever model it routes to
+            if on:
+                out["reasoning"] = {"effort": value}
+            elif can_turn_off:
+                out["reasoning"] = {"effort": off if isinstance(off, str) else "none"}
+        case "qwen":
+            out["enable_thinking"] = on
+            if on and effort:
+                out["reasoning_effort"] = value
+        case "deepseek":
+            if on:
+                out["thinking"] = {"type": "enabled"}
+            elif can_turn_off:
+                out["thinking"] = {"type": "disabled"}
+            if on and effort:
+                out["reasoning_effort"] = value
+        case "together":
+            out["reasoning"] = {"enabled": on}
+            if on and effort:
+                out["reasoning_effort"] = value
+        case "zai":
+            # clear_thinking: false keeps the earlier turns' reasoning in the context
+            out["thinking"] = (
+                {"type": "enabled", "clear_thinking": False} if on else {"type": "disabled"}
+            )
+            if on and effort:
+                out["reasoning_effort"] = value
+        case "baseten":
+            args = _template_values(model, value, compat.chat_template_args or {})
+            if args:
+                out["chat_template_args"] = args
+            if effort:
+                sent = value if on else off if isinstance(off, str) else None
+                if sent is not None:
+                    out["reasoning_effort"] = sent
+        case "ant-ling":
+            if on:
+                out["reasoning"] = {"effort": value}
+        case _:  # "openai"
+            if on and effort:
+                out["reasoning_effort"] = value
+            elif not level and effort and isinstance(off, str):
+                out["reasoning_effort"] = off
+    return out, on and bool(out)  # a level the format has no field for asks for nothing
+
+
+def _template_values(
+    model: Model, value: str | None, template: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Baseten's ``chat_template_args`` for the level (pi-ai's ``buildChatTemplateValues``).
+
+    ``{"$var": "thinking.budget"}`` (a token budget, which this provider does not
+    compute) is left out."""
+    out: dict[str, Any] = {}
+    on = value is not None
+    for key, spec in template.items():
+        if not isinstance(spec, Mapping):
+            out[key] = spec
+        elif not on and spec.get("omitWhenOff"):
+            continue
+        elif spec.get("$var") == "thinking.enabled":
+            out[key] = on
+        elif spec.get("$var") == "thinking.budget":
+            continue
+        else:  # the model's value for the level, or for "off" when none is asked for
+            mapped = value if on else model.thinking_levels.get("off")
+            if isinstance(mapped, str):
+                out[key] = mapped
     return out
 
 
@@ -372,9 +546,9 @@ class OpenAIChat(HttpProvider):
             body["store"] = False
         if options.max_tokens:
             body[compat.max_tokens_field or "max_completion_tokens"] = options.max_tokens
-        effort = bool(options.reasoning and model.reasoning and compat.supports_reasoning_effort)
-        if options.temperature is not None and not effort:
-            # Reasoning models refuse any temperature; with ``reasoning_effort`` it is
+        thinking, thinks = _reasoning(model, options.reasoning, compat)
+        if options.temperature is not None and not thinks:
+            # Reasoning models refuse any temperature; with reasoning asked for it is
             # left out, as the responses provider does.
             body["temperature"] = options.temperature
         if context.tools:
@@ -390,10 +564,7 @@ class OpenAIChat(HttpProvider):
                 }
                 for tool in context.tools
             ]
-        level = options.reasoning
-        value = model_effort(model, level) if effort and level else None
-        if value is not None:  # as the model's thinking_levels map the nearest offered level
-            body["reasoning_effort"] = value
+        body.update(thinking)
         headers = {**model.headers, **options.headers}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
