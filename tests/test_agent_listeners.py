@@ -212,18 +212,26 @@ async def test_a_listener_cut_short_by_an_abort_leaves_the_event_owed_to_the_oth
 async def test_an_abort_while_agent_end_is_told_still_lets_every_listener_hear_it() -> None:
     agent = Agent(faux.model(["hello"]))
 
+    cut: list[str] = []
+
     async def aborter(event: AgentEvent) -> None:
         if event.type == "agent_end":
             agent.abort()
 
     async def awaiting(event: AgentEvent) -> None:
-        await trio.lowlevel.checkpoint()
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled:
+            cut.append(event.type)
+            raise
 
     recorder = EventRecorder()
     for listener in (aborter, awaiting, recorder):
         agent.subscribe(listener)
     await agent.prompt("go")
+    assert cut == ["agent_end"]  # the abort did cut the telling of agent_end short
     assert recorder.types[-2:] == ["turn_end", "agent_end"]
+    assert recorder.types.count("agent_end") == 1
     check_event_grammar(recorder.events)
 
 
@@ -240,10 +248,16 @@ async def test_a_listener_failing_on_the_owed_event_fails_the_run_after_the_othe
         tools=[make_tool("slow", slow)],
     )
 
+    cut: list[str] = []
+
     async def aborter(event: AgentEvent) -> None:
         if event.type == "tool_execution_update":
             agent.abort()
-            await trio.lowlevel.checkpoint()  # cut short: the update is owed to the others
+            try:
+                await trio.lowlevel.checkpoint()  # cut short: the update is owed to the others
+            except trio.Cancelled:
+                cut.append(event.type)
+                raise
 
     recorder = EventRecorder()
     agent.subscribe(aborter)
@@ -251,6 +265,7 @@ async def test_a_listener_failing_on_the_owed_event_fails_the_run_after_the_othe
     agent.subscribe(recorder)
     with pytest.raises(Boom, match="at tool_execution_update"):
         await agent.prompt("go")
+    assert cut == ["tool_execution_update"]
     check_event_grammar(recorder.events)
     assert recorder.types.count("tool_execution_update") == 1
     assert agent.state.error_message == "Boom: at tool_execution_update"

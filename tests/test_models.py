@@ -500,3 +500,13 @@ async def test_a_run_is_priced_by_its_tier() -> None:
     cost = agent.state.messages[-1].usage.cost  # type: ignore[union-attr]
     assert (cost.input, cost.output, cost.cache_read) == pytest.approx((150e-6, 270e-6, 60e-6))
     assert cost.total == pytest.approx(480e-6)
+
+
+def test_a_model_given_its_own_catalog_url_keeps_what_the_catalog_knows() -> None:
+    # openrouter serves this model over openai-chat only; over anthropic-messages it is
+    # at openrouter's URL for that API, and naming that URL is no other server.
+    made = anthropic.model("aion-labs/aion-2.0", provider="openrouter")
+    again = anthropic.model("aion-labs/aion-2.0", provider="openrouter", base_url=made.base_url)
+    assert made.base_url == "https://openrouter.ai/api"
+    assert (again.context_window, again.cost) == (made.context_window, made.cost)
+    assert made.cost.input > 0

@@ -34,6 +34,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent.providers import openai_chat
+from trio_agent.providers._fields import show
 from trio_agent.testing import ScriptedResponse, open_sse_server, sse_body
 
 
@@ -839,6 +840,8 @@ STOP = {"index": 0, "delta": {}, "finish_reason": "stop"}
         (-3, "-3"),
         (1.5, "1.5"),
         (True, "true"),
+        (10**400, show(10**400)),  # a price times it would overflow a float
+        (1e300, "1e+300"),
     ],
 )
 async def test_a_usage_count_that_is_not_a_count_is_an_error_naming_it(

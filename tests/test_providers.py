@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 import trio_agent.providers as providers
+from tests._providers import call, fixture, options
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -23,8 +24,8 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent.providers import faux
-from trio_agent.testing import EventRecorder
+from trio_agent.providers import anthropic, faux
+from trio_agent.testing import EventRecorder, ScriptedResponse, open_sse_server
 
 
 @pytest.fixture
@@ -107,3 +108,23 @@ async def test_a_model_without_a_script_ends_with_an_error_reply() -> None:
         "error",
         "model 'bare' has no script: make it with trio_agent.providers.faux.model()",
     )
+
+
+async def test_a_catalog_provider_on_another_api_reads_its_own_key_variable(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kimi serves the Anthropic API: ANTHROPIC_API_KEY must never go to its server.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-kimi")
+    monkeypatch.delenv("KIMI_API_KEY", raising=False)
+    async with open_sse_server() as server:
+        kimi = anthropic.model("k", provider="kimi-coding", base_url=server.url)
+        refused = await call(anthropic.stream, kimi, opts=options(api_key=None))
+        assert server.requests == []
+        monkeypatch.setenv("KIMI_API_KEY", "kimi-key")
+        server.add(ScriptedResponse(body=fixture("anthropic", "text.sse")))
+        answered = await call(anthropic.stream, kimi, opts=options(api_key=None))
+    assert refused.message.error_message == (
+        "no API key for kimi-coding: set KIMI_API_KEY, or give api_key (or get_api_key)"
+    )
+    assert answered.message.stop_reason == "stop"
+    assert server.requests[0].headers["x-api-key"] == "kimi-key"

@@ -110,6 +110,22 @@ def _entry(api: str, provider: str, id: str) -> tuple[str, Mapping[str, Any]] | 
     return None
 
 
+def _known(api: str, provider: str, id: str) -> tuple[dict[str, Any], str] | None:
+    """What the catalog knows of ``id`` at ``provider`` as a model served over ``api``,
+    and the URL it is served at there: the entry's own fields on ``api``; else, from
+    an entry on another API, its facts without that API's wire fields, at the URL of
+    ``provider``'s models on ``api`` (or none)."""
+    found = _entry(api, provider, id)
+    if found is None:
+        return None
+    fields = _fields(found[1])
+    if found[0] == api:
+        return fields, found[1]["baseUrl"]
+    for name in _WIRE_FIELDS:
+        del fields[name]
+    return fields, base_url_of(api, provider) or ""
+
+
 def find(provider: str, id: str, api: str | None = None) -> Model | None:
     """The catalog's model ``id`` of ``provider``, or None if it does not know it.
 
@@ -123,14 +139,10 @@ def find(provider: str, id: str, api: str | None = None) -> Model | None:
         api = next((name for name in sorted(by_api) if id in by_api[name]), None)
         if api is None:
             return None
-    found = _entry(api, provider, id)
-    if found is None:
+    known = _known(api, provider, id)
+    if known is None:
         return None
-    fields = _fields(found[1])
-    if found[0] != api:
-        for name in _WIRE_FIELDS:
-            del fields[name]
-    return Model(id=id, api=api, provider=provider, **fields)
+    return Model(id=id, api=api, provider=provider, **known[0])
 
 
 def list_models(*, provider: str | None = None, api: str | None = None) -> list[Model]:
@@ -178,13 +190,17 @@ def base_url_of(api: str, provider: str) -> str | None:
 def describe(
     api: str,
     id: str,
-    provider: str,
     *,
+    provider: str | None,
+    fallback_provider: str,
     defaults: Mapping[str, Any],
-    given: Mapping[str, Any],
+    **given: Any,
 ) -> Model:
     """The model a maker returns: ``defaults``, then what the catalog knows of ``id`` at
     ``provider``, then what the caller gave (a value of None in ``given`` is not given).
+
+    ``provider`` None is the provider whose catalog models on ``api`` are served at
+    the ``base_url`` given, else ``fallback_provider``.
 
     The catalog describes a model as its provider serves it, at the provider's
     URL. A ``base_url`` given that is not that one names another server (a
@@ -195,23 +211,18 @@ def describe(
     else that of the provider's other models on ``api``, else the maker's
     default.
     """
-    fields = dict(defaults)
-    found = _entry(api, provider, id)
     base_url = given.get("base_url")
-    if (
-        found is not None
-        and base_url is not None
-        and _normal(base_url) != _normal(found[1]["baseUrl"])
-    ):
-        found = None  # another server's model
-    if found is not None:
-        known = _fields(found[1])
-        if found[0] != api:
-            for name in _WIRE_FIELDS:
-                del known[name]
-        fields.update(known)
-    if found is None or found[0] != api:
-        fields["base_url"] = base_url_of(api, provider) or defaults.get("base_url", "")
+    if provider is None:
+        provider = (base_url and provider_at(api, base_url)) or fallback_provider
+    fields = dict(defaults)
+    known = _known(api, provider, id)
+    if known is not None and base_url is not None and _normal(base_url) != _normal(known[1]):
+        known = None  # another server's model
+    if known is not None:
+        fields.update(known[0])
+    fields["base_url"] = (known[1] if known else base_url_of(api, provider)) or defaults.get(
+        "base_url", ""
+    )
     fields.update({name: value for name, value in given.items() if value is not None})
     if "input" in fields:
         fields["input"] = tuple(fields["input"])

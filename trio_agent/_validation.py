@@ -785,7 +785,8 @@ class ArgumentValidator:
 _PLAIN_KEY: Final = re.compile(r"[a-zA-Z][a-zA-Z0-9_]*")
 # Keywords that apply a subschema to the same value (not to a property or an item of it).
 _IN_PLACE_ONE: Final = ("not", "if", "then", "else")
-_IN_PLACE_LIST: Final = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_LIST: Final = ("allOf", "anyOf", "oneOf", "extends")  # draft 3's extends: one or a list
+_IN_PLACE_MAP: Final = ("dependentSchemas", "dependencies")  # schemas for the same object
 _REFS: Final = ("$ref", "$dynamicRef")
 
 
@@ -863,7 +864,10 @@ def _check_references(schema: dict[str, Any], cls: Any, tool_name: str) -> None:
                 subs = [node.get(keyword) for keyword in _IN_PLACE_ONE]
                 for keyword in _IN_PLACE_LIST:
                     members = node.get(keyword)
-                    subs.extend(members if isinstance(members, list) else ())
+                    subs.extend(members if isinstance(members, list) else (members,))
+                for keyword in _IN_PLACE_MAP:
+                    members = node.get(keyword)
+                    subs.extend(members.values() if isinstance(members, dict) else ())
                 following.extend(id(sub) for sub in subs if isinstance(sub, dict))
             in_place[id(node)] = following
         for sub in resource.subresources():

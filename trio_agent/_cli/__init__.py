@@ -50,7 +50,6 @@ from .._model import Model
 from .._stream import StreamOptions
 from ..providers import anthropic, google, openai_chat, openai_responses
 from ..providers._common import HttpProvider
-from ..providers.openai_chat import _ENV_KEYS as OPENAI_CHAT_KEYS  # its variable per host
 from ._chat import HELP as CHAT_HELP
 from ._chat import Chat, ended_in_error
 from ._cost import usage_line
@@ -83,47 +82,6 @@ ALIASES = {
     "gemini": google.API,
 }
 THINKING_LEVELS: tuple[str, ...] = typing.get_args(ThinkingLevel)
-KEY_VARIABLES = {
-    "ant-ling": "ANT_LING_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "baseten": "BASETEN_API_KEY",
-    "cerebras": "CEREBRAS_API_KEY",
-    "cloudflare-ai-gateway": "CLOUDFLARE_API_KEY",
-    "cloudflare-workers-ai": "CLOUDFLARE_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "fireworks": "FIREWORKS_API_KEY",
-    "github-copilot": "COPILOT_GITHUB_TOKEN",
-    "google": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "huggingface": "HF_TOKEN",
-    "kimi-coding": "KIMI_API_KEY",
-    "minimax": "MINIMAX_API_KEY",
-    "minimax-cn": "MINIMAX_CN_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "moonshotai": "MOONSHOT_API_KEY",
-    "moonshotai-cn": "MOONSHOT_API_KEY",
-    "nvidia": "NVIDIA_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "opencode": "OPENCODE_API_KEY",
-    "opencode-go": "OPENCODE_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "qwen-token-plan": "QWEN_TOKEN_PLAN_API_KEY",
-    "qwen-token-plan-cn": "QWEN_TOKEN_PLAN_CN_API_KEY",
-    "qwen-token-plan-individual": "QWEN_TOKEN_PLAN_API_KEY",
-    "together": "TOGETHER_API_KEY",
-    "vercel-ai-gateway": "AI_GATEWAY_API_KEY",
-    "xai": "XAI_API_KEY",
-    "xiaomi": "XIAOMI_API_KEY",
-    "xiaomi-token-plan-ams": "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
-    "xiaomi-token-plan-cn": "XIAOMI_TOKEN_PLAN_CN_API_KEY",
-    "xiaomi-token-plan-sgp": "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
-    "zai": "ZAI_API_KEY",
-    "zai-coding-cn": "ZAI_CODING_CN_API_KEY",
-}
-"""The environment variable of each catalog provider's key, as pi-ai's
-``getApiKeyEnvVars`` names it: ``--provider`` reads the key from there, since the
-stream providers know only their own API's variable (``ANTHROPIC_API_KEY`` for every
-server of the Anthropic API, Kimi's and MiniMax's too)."""
 
 
 class UsageError(Exception):
@@ -174,10 +132,9 @@ class MissingKeyError(Exception):
     """No API key where the model needs one: told in one line, exit code 1."""
 
 
-def find_key(model: Model, api_key_env: str | None, chosen_provider: bool = False) -> str | None:
-    """The key to give the agent: the value of ``api_key_env`` when it is given, else, for
-    a provider picked with ``--provider`` (``chosen_provider``), that of its variable
-    (:data:`KEY_VARIABLES`), else None (the provider reads its own variable).
+def find_key(model: Model, api_key_env: str | None) -> str | None:
+    """The key to give the agent: the value of ``api_key_env`` when it is given, else None
+    (the provider reads its own variable: ``HttpProvider.key_variables``).
     :class:`MissingKeyError` naming the variable to set when the model needs a key and
     there is none."""
     if api_key_env is not None:
@@ -187,23 +144,9 @@ def find_key(model: Model, api_key_env: str | None, chosen_provider: bool = Fals
             raise MissingKeyError(f"--api-key-env names {api_key_env}, which is {state}")
         return key
     provider = PROVIDERS[model.api]()
-    variable = KEY_VARIABLES.get(model.provider) if chosen_provider else None
-    if variable is not None:
-        key = os.environ.get(variable)
-        if key:
-            return key
-        if not provider.needs_key(model):
-            return None
-        raise MissingKeyError(
-            f"no API key for {model.provider}: set {variable}, "
-            "or name the variable that holds it with --api-key-env NAME"
-        )
     if not provider.needs_key(model) or provider.api_key(model, StreamOptions()) is not None:
         return None
-    if model.api == openai_chat.API:  # the variable of the host's provider, if it has one
-        names: tuple[str, ...] = tuple(filter(None, [OPENAI_CHAT_KEYS.get(model.provider)]))
-    else:
-        names = provider.env_keys
+    names = provider.key_variables(model)
     where = f"set {' or '.join(names)}, or " if names else ""
     raise MissingKeyError(
         f"no API key for {model.provider or model.api}: {where}"
@@ -520,7 +463,7 @@ def _main(
             raise UsageError(f"--root {args.root!r} is not a folder")
         args.root = Path(args.root).resolve()  # here, before the event loop runs
         args.parsed_model = parse_model(args.model, args.base_url, args.thinking, args.provider)
-        args.api_key = find_key(args.parsed_model, args.api_key_env, args.provider is not None)
+        args.api_key = find_key(args.parsed_model, args.api_key_env)
         if args.command == "run":
             return trio.run(_run, args, term, clock=clock)
         return trio.run(_chat, args, term, sys.stdin if stdin is None else stdin, clock=clock)

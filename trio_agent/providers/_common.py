@@ -13,8 +13,8 @@ for those; it lets ``trio.Cancelled`` and a listener's exception through.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 import jiter
@@ -37,6 +37,7 @@ from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure, Transport, redact
 
 __all__ = [
+    "KEY_VARIABLES",
     "HttpProvider",
     "Parser",
     "PartialJson",
@@ -44,6 +45,7 @@ __all__ = [
     "level_value",
     "model_effort",
     "offered_level",
+    "offers",
     "openai_effort",
     "parse_json",
     "prepare_messages",
@@ -59,7 +61,7 @@ def openai_effort(level: str) -> str:
 _LEVEL_ORDER = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
-def _offers(model: Model, level: str) -> bool:
+def offers(model: Model, level: str) -> bool:
     """Whether the catalog's ``thinking_levels`` of ``model`` offer ``level`` (pi-ai's
     ``getSupportedThinkingLevels``): a level mapped to None is not offered, and
     ``xhigh`` / ``max`` only when mapped."""
@@ -79,11 +81,11 @@ def offered_level(model: Model, level: str) -> str | None:
     """
     if not model.thinking_levels or level not in _LEVEL_ORDER:
         return level
-    if _offers(model, level):
+    if offers(model, level):
         return level
     at = _LEVEL_ORDER.index(level)
     nearer = (*_LEVEL_ORDER[at + 1 :], *reversed(_LEVEL_ORDER[1:at]))  # above first, then below
-    return next((name for name in nearer if _offers(model, name)), None)
+    return next((name for name in nearer if offers(model, name)), None)
 
 
 def level_value(model: Model, level: str) -> str:
@@ -326,16 +328,61 @@ def _told(text: str, secrets: tuple[str, ...]) -> str:
     return text
 
 
-def _closing(
-    parser: Parser, provider: str, secrets: tuple[str, ...]
-) -> Iterable[AssistantMessageEvent]:
-    """``parser.end()``, an unexpected exception from it as a :class:`ProviderFailure`."""
+_T = TypeVar("_T")
+
+
+def _guarded(call: Callable[[], _T], provider: str, secrets: tuple[str, ...]) -> _T:
+    """``call()`` (a parser's ``end`` or ``finish``), an unexpected exception from it
+    as a :class:`ProviderFailure` (see :func:`_unreadable`)."""
     try:
-        return parser.end()
+        return call()
     except ProviderFailure:
         raise
     except Exception as exc:
         raise _unreadable(provider, "the end of the stream", exc, secrets) from None
+
+
+KEY_VARIABLES = {
+    "ant-ling": "ANT_LING_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "baseten": "BASETEN_API_KEY",
+    "cerebras": "CEREBRAS_API_KEY",
+    "cloudflare-ai-gateway": "CLOUDFLARE_API_KEY",
+    "cloudflare-workers-ai": "CLOUDFLARE_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "fireworks": "FIREWORKS_API_KEY",
+    "github-copilot": "COPILOT_GITHUB_TOKEN",
+    "google": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "huggingface": "HF_TOKEN",
+    "kimi-coding": "KIMI_API_KEY",
+    "minimax": "MINIMAX_API_KEY",
+    "minimax-cn": "MINIMAX_CN_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "moonshotai": "MOONSHOT_API_KEY",
+    "moonshotai-cn": "MOONSHOT_API_KEY",
+    "nvidia": "NVIDIA_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "opencode": "OPENCODE_API_KEY",
+    "opencode-go": "OPENCODE_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "qwen-token-plan": "QWEN_TOKEN_PLAN_API_KEY",
+    "qwen-token-plan-cn": "QWEN_TOKEN_PLAN_CN_API_KEY",
+    "qwen-token-plan-individual": "QWEN_TOKEN_PLAN_API_KEY",
+    "together": "TOGETHER_API_KEY",
+    "vercel-ai-gateway": "AI_GATEWAY_API_KEY",
+    "xai": "XAI_API_KEY",
+    "xiaomi": "XIAOMI_API_KEY",
+    "xiaomi-token-plan-ams": "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
+    "xiaomi-token-plan-cn": "XIAOMI_TOKEN_PLAN_CN_API_KEY",
+    "xiaomi-token-plan-sgp": "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
+    "zai": "ZAI_API_KEY",
+    "zai-coding-cn": "ZAI_CODING_CN_API_KEY",
+}
+"""The environment variable of each catalog provider's key, as pi-ai's
+``getApiKeyEnvVars`` names it: a model of Kimi's or MiniMax's served over the
+Anthropic API takes its key from ``KIMI_API_KEY`` or ``MINIMAX_API_KEY``, and
+``ANTHROPIC_API_KEY`` never goes to their servers."""
 
 
 class HttpProvider:
@@ -350,11 +397,20 @@ class HttpProvider:
         without one, each run pools its own connections and closes them when it ends."""
         self.transport = Transport(self.label, http_client)
 
+    def key_variables(self, model: Model) -> tuple[str, ...]:
+        """The environment variables the key of ``model`` is read from, in order: this
+        API's own (``env_keys``) for a model of its own provider or of a provider the
+        catalog does not know, else that provider's (:data:`KEY_VARIABLES`)."""
+        if model.provider in ("", self.label):
+            return self.env_keys
+        variable = KEY_VARIABLES.get(model.provider)
+        return (variable,) if variable else self.env_keys
+
     def api_key(self, model: Model, options: StreamOptions) -> str | None:
-        """The key: the option, else the first environment variable set."""
+        """The key: the option, else the first of :meth:`key_variables` that is set."""
         if options.api_key:
             return options.api_key
-        for name in self.env_keys:
+        for name in self.key_variables(model):
             value = os.environ.get(name)
             if value:
                 return value
@@ -394,7 +450,7 @@ class HttpProvider:
         builder = AssistantMessageBuilder(api=model.api, provider=provider, model=model.id)
         key = self.api_key(model, options)
         if key is None and self.needs_key(model):
-            names = " or ".join(self.env_keys) or "an environment variable"
+            names = " or ".join(self.key_variables(model)) or "an environment variable"
             return await self._fail(
                 builder,
                 model,
@@ -425,23 +481,18 @@ class HttpProvider:
                             await emit(stream_event)
                         if parser.finished:
                             break
-                for stream_event in _closing(parser, provider, secrets):
+                for stream_event in _guarded(parser.end, provider, secrets):
                     await emit(stream_event)
                 if parser.finished:
                     await events.drain()  # the connection goes back to the run's pool
-            try:
-                message = parser.finish()
-            except ProviderFailure:
-                raise
-            except Exception as exc:
-                raise _unreadable(provider, "the end of the stream", exc, secrets) from None
+            message = _guarded(parser.finish, provider, secrets)
         except ProviderFailure as exc:
             failure: ProviderFailure | None = exc
         else:
             failure = None
         if failure is not None:
             try:  # what was open is closed before the error
-                closing = _closing(parser, provider, secrets)
+                closing = _guarded(parser.end, provider, secrets)
             except ProviderFailure:  # the parser's own close failed: the generic one
                 closing = Parser.end(parser)
             for stream_event in closing:

@@ -14,7 +14,7 @@ The rules, the same for every API:
 
 * ``null`` is an absent field: servers send explicit nulls for what they
   leave out (``"content": null``, ``"usage": null``);
-* a token count is a non-negative integer; an integral float (``12.0``) and
+* a token count is a non-negative integer up to 2**53; an integral float (``12.0``) and
   a string of decimal digits (``"12"``, proto3 JSON's form of a 64-bit
   integer) are read as that integer;
 * any other value of another type is :class:`Malformed`.
@@ -27,7 +27,6 @@ right type costs a dict lookup and a type check.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from ._transport import ProviderFailure
@@ -109,18 +108,29 @@ def integer(parent: dict[str, Any], key: str, where: str) -> int | None:
     raise Malformed(path(where, key), value, "an integer")
 
 
+MAX_COUNT = 2**53
+"""The largest token count read (a float holds every integer up to it): a count is
+multiplied by a price, and an integer of 400 digits cannot become a float."""
+
+
 def count(parent: dict[str, Any], key: str, where: str) -> int | None:
     """``parent[key]``, a token count, or None if absent (see the module's rules)."""
     value = parent.get(key)
     if type(value) is int:
-        if value >= 0:
+        if 0 <= value <= MAX_COUNT:
             return value
     elif value is None:
         return None
     elif type(value) is float:
-        if math.isfinite(value) and value >= 0 and value.is_integer():
+        if 0 <= value <= MAX_COUNT and value.is_integer():
             return int(value)
-    elif type(value) is str and 0 < len(value) <= 20 and value.isascii() and value.isdigit():
+    elif (
+        type(value) is str
+        and 0 < len(value) <= 20
+        and value.isascii()
+        and value.isdigit()
+        and int(value) <= MAX_COUNT
+    ):
         return int(value)
     raise Malformed(path(where, key), value, "a token count")
 

@@ -68,6 +68,7 @@ from ._common import (
     Parser,
     PartialJson,
     offered_level,
+    offers,
     parse_json,
     prepare_messages,
 )
@@ -87,6 +88,16 @@ _REDACTED_THINKING = "[Reasoning redacted]"
 """The text of a redacted thinking block, whose reasoning the API sends encrypted."""
 _MIN_BUDGET = 1024  # the API's smallest budget
 _MIN_ANSWER = 1024  # tokens left for the answer when max_tokens squeezes the budget
+
+
+_DEFAULTS: dict[str, Any] = {
+    "base_url": "https://api.anthropic.com",
+    "reasoning": False,
+    "context_window": 200_000,
+    "max_tokens": 32_000,
+    "input": ("text", "image"),
+}
+"""What a model the catalog does not know gets, where no argument says otherwise."""
 
 
 def model(
@@ -113,28 +124,19 @@ def model(
     given, is the one whose catalog models on this API are served at
     ``base_url``, else ``"anthropic"``.
     """
-    if provider is None:
-        provider = (base_url and _catalog.provider_at(API, base_url)) or "anthropic"
     return _catalog.describe(
         API,
         id,
-        provider,
-        defaults={
-            "base_url": "https://api.anthropic.com",
-            "reasoning": False,
-            "context_window": 200_000,
-            "max_tokens": 32_000,
-            "input": ("text", "image"),
-        },
-        given={
-            "base_url": base_url,
-            "reasoning": reasoning,
-            "context_window": context_window,
-            "max_tokens": max_tokens,
-            "input": input,
-            "headers": headers,
-            "cost": cost,
-        },
+        provider=provider,
+        fallback_provider="anthropic",
+        defaults=_DEFAULTS,
+        base_url=base_url,
+        reasoning=reasoning,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        input=input,
+        headers=headers,
+        cost=cost,
     )
 
 
@@ -314,7 +316,7 @@ def _thinking_off(model: Model) -> dict[str, Any]:
     effort is managed mid-conversation (``supportsMidConvoEffort``), for which pi-ai
     never sends ``disabled``.
     """
-    if "off" in model.thinking_levels and model.thinking_levels["off"] is None:
+    if not offers(model, "off"):
         return {}
     if model.compat_flags.get("supportsMidConvoEffort") is True:
         return {}

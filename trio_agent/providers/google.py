@@ -106,6 +106,16 @@ def _call_id(id: str) -> str:
     return _NOT_ID_CHARS.sub("_", id)[:64]
 
 
+_DEFAULTS: dict[str, Any] = {
+    "base_url": "https://generativelanguage.googleapis.com/v1beta",
+    "reasoning": False,
+    "context_window": 1_048_576,
+    "max_tokens": 65_536,
+    "input": ("text", "image"),
+}
+"""What a model the catalog does not know gets, where no argument says otherwise."""
+
+
 def model(
     id: str,
     *,
@@ -130,28 +140,19 @@ def model(
     whose catalog models on this API are served at ``base_url``, else
     ``"google"``.
     """
-    if provider is None:
-        provider = (base_url and _catalog.provider_at(API, base_url)) or "google"
     return _catalog.describe(
         API,
         id,
-        provider,
-        defaults={
-            "base_url": "https://generativelanguage.googleapis.com/v1beta",
-            "reasoning": False,
-            "context_window": 1_048_576,
-            "max_tokens": 65_536,
-            "input": ("text", "image"),
-        },
-        given={
-            "base_url": base_url,
-            "reasoning": reasoning,
-            "context_window": context_window,
-            "max_tokens": max_tokens,
-            "input": input,
-            "headers": headers,
-            "cost": cost,
-        },
+        provider=provider,
+        fallback_provider="google",
+        defaults=_DEFAULTS,
+        base_url=base_url,
+        reasoning=reasoning,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        input=input,
+        headers=headers,
+        cost=cost,
     )
 
 
@@ -189,9 +190,9 @@ def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
     return part
 
 
-def _model_parts(message: AssistantMessage, model: Model) -> list[dict[str, Any]]:
+def _model_parts(message: AssistantMessage, model: Model, ids: bool) -> list[dict[str, Any]]:
+    """The parts of an assistant message (``ids``: the tool calls carry their ids)."""
     parts: list[dict[str, Any]] = []
-    ids = _sends_call_ids(model.id)
     for block in message.content:
         if isinstance(block, TextContent):
             # An empty part is kept only for its signature (Gemini may sign the last, empty part).
@@ -243,11 +244,12 @@ def _contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
             turns.append((role, parts))
 
     messages: list[Message] = prepare_messages(context.messages, model)
+    ids = _sends_call_ids(model.id)
     images: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if isinstance(message, ToolResultMessage):
             found = [_inline(b) for b in message.content if isinstance(b, ImageContent)]
-            add("user", [_function_response(message, bool(found), _sends_call_ids(model.id))])
+            add("user", [_function_response(message, bool(found), ids)])
             if "image" in model.input:
                 images += found
             following = messages[index + 1] if index + 1 < len(messages) else None
@@ -258,7 +260,7 @@ def _contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
         elif isinstance(message, UserMessage):
             add("user", _user_parts(message, model))
         else:
-            add("model", _model_parts(message, model))
+            add("model", _model_parts(message, model, ids))
     return [{"role": role, "parts": parts} for role, parts in turns]
 
 

@@ -40,9 +40,8 @@ taken; an event with empty data is skipped.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, get_args
 from urllib.parse import urlsplit
 
 import attrs
@@ -65,10 +64,12 @@ from .._messages import (
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
 from ._common import (
+    KEY_VARIABLES,
     HttpProvider,
     Parser,
     PartialJson,
     model_effort,
+    offers,
     parse_json,
     prepare_messages,
 )
@@ -130,9 +131,7 @@ ThinkingFormat: TypeAlias = Literal[
 ``reasoning: {effort}``, only when asked. Each server ignores (or refuses) the
 others' fields, so a level sent the wrong way is lost."""
 
-_THINKING_FORMATS: frozenset[str] = frozenset(
-    ("openai", "openrouter", "qwen", "deepseek", "together", "zai", "baseten", "ant-ling")
-)
+_THINKING_FORMATS: frozenset[str] = frozenset(get_args(ThinkingFormat))
 
 
 _OPENAI = Compat(
@@ -260,6 +259,16 @@ def resolve_compat(model: Model) -> Compat:
     return Compat(**values)
 
 
+_DEFAULTS: dict[str, Any] = {
+    "base_url": "https://api.openai.com/v1",
+    "reasoning": False,
+    "context_window": 128_000,
+    "max_tokens": 16_384,
+    "input": ("text", "image"),
+}
+"""What a model the catalog does not know gets, where no argument says otherwise."""
+
+
 def model(
     id: str,
     *,
@@ -288,32 +297,20 @@ def model(
     no reasoning, 128,000 tokens of context, 16,384 of output, text and
     images, free).
     """
-    if provider is None:
-        if base_url is None:
-            provider = "openai"
-        else:
-            provider = _catalog.provider_at(API, base_url) or detect_provider(base_url)
     return _catalog.describe(
         API,
         id,
-        provider,
-        defaults={
-            "base_url": "https://api.openai.com/v1",
-            "reasoning": False,
-            "context_window": 128_000,
-            "max_tokens": 16_384,
-            "input": ("text", "image"),
-            "compat": compat,
-        },
-        given={
-            "base_url": base_url,
-            "reasoning": reasoning,
-            "context_window": context_window,
-            "max_tokens": max_tokens,
-            "input": input,
-            "headers": headers,
-            "cost": cost,
-        },
+        provider=provider,
+        fallback_provider=detect_provider(base_url) if base_url else "openai",
+        defaults=_DEFAULTS,
+        base_url=base_url,
+        reasoning=reasoning,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        input=input,
+        headers=headers,
+        cost=cost,
+        compat=compat,
     )
 
 
@@ -437,7 +434,7 @@ def _reasoning(model: Model, level: str | None, compat: Compat) -> tuple[dict[st
     on = value is not None
     effort = compat.supports_reasoning_effort
     levels = model.thinking_levels
-    can_turn_off = levels.get("off", "") is not None  # "off" mapped to None: it cannot
+    can_turn_off = offers(model, "off")
     off = levels.get("off")
     out: dict[str, Any] = {}
     match compat.thinking_format:
@@ -519,14 +516,12 @@ class OpenAIChat(HttpProvider):
     label: ClassVar[str] = "openai"
     env_keys: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
 
-    def api_key(self, model: Model, options: StreamOptions) -> str | None:
-        """The option, else the provider's environment variable (``OPENAI_API_KEY`` for
-        OpenAI, ``OPENROUTER_API_KEY`` for OpenRouter, ...; none for other servers, so
-        that an OpenAI key is never sent to them)."""
-        if options.api_key:
-            return options.api_key
-        env = _ENV_KEYS.get(model.provider)
-        return os.environ.get(env) if env else None
+    def key_variables(self, model: Model) -> tuple[str, ...]:
+        """The variable of the host's provider (``OPENAI_API_KEY`` for OpenAI,
+        ``OPENROUTER_API_KEY`` for OpenRouter, ...); none for other servers, so that an
+        OpenAI key is never sent to them."""
+        env = _ENV_KEYS.get(model.provider) or KEY_VARIABLES.get(model.provider)
+        return (env,) if env else ()
 
     def needs_key(self, model: Model) -> bool:
         return bool(resolve_compat(model).requires_api_key)

@@ -97,6 +97,16 @@ API = "openai-responses"
 _FREE = ModelCost()
 
 
+_DEFAULTS: dict[str, Any] = {
+    "base_url": "https://api.openai.com/v1",
+    "reasoning": False,
+    "context_window": 400_000,
+    "max_tokens": 128_000,
+    "input": ("text", "image"),
+}
+"""What a model the catalog does not know gets, where no argument says otherwise."""
+
+
 def model(
     id: str,
     *,
@@ -120,28 +130,19 @@ def model(
     images, free). The provider label, when not given, is the one whose
     catalog models on this API are served at ``base_url``, else ``"openai"``.
     """
-    if provider is None:
-        provider = (base_url and _catalog.provider_at(API, base_url)) or "openai"
     return _catalog.describe(
         API,
         id,
-        provider,
-        defaults={
-            "base_url": "https://api.openai.com/v1",
-            "reasoning": False,
-            "context_window": 400_000,
-            "max_tokens": 128_000,
-            "input": ("text", "image"),
-        },
-        given={
-            "base_url": base_url,
-            "reasoning": reasoning,
-            "context_window": context_window,
-            "max_tokens": max_tokens,
-            "input": input,
-            "headers": headers,
-            "cost": cost,
-        },
+        provider=provider,
+        fallback_provider="openai",
+        defaults=_DEFAULTS,
+        base_url=base_url,
+        reasoning=reasoning,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        input=input,
+        headers=headers,
+        cost=cost,
     )
 
 
