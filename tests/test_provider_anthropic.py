@@ -36,6 +36,8 @@ from trio_agent import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    dumps,
+    loads,
     run_agent_loop,
 )
 from trio_agent.providers import anthropic
@@ -493,12 +495,16 @@ def catalog(id: str, provider: str = "anthropic") -> Any:
     return lambda url: attrs.evolve(anthropic.model(id, provider=provider), base_url=url)
 
 
-def sdk_request(body: dict[str, Any]) -> dict[str, Any]:
-    """The request body, checked against the anthropic SDK's streaming create params."""
+def sdk_request(body: dict[str, Any], *, beta: bool = False) -> dict[str, Any]:
+    """The request body, checked against the anthropic SDK's streaming create params (its
+    beta messages' params with ``beta``)."""
     sent = {key: value for key, value in body.items() if not key.startswith("_")}
-    pydantic.TypeAdapter(
-        anthropic_sdk.types.message_create_params.MessageCreateParamsStreaming
-    ).validate_python(sent)
+    params = (
+        anthropic_sdk.types.beta.message_create_params.MessageCreateParamsStreaming
+        if beta
+        else anthropic_sdk.types.message_create_params.MessageCreateParamsStreaming
+    )
+    pydantic.TypeAdapter(params).validate_python(sent)
     return sent
 
 
@@ -545,7 +551,6 @@ async def test_a_level_the_model_does_not_offer_becomes_the_nearest_budget(clock
     ("id", "reasoning", "sent"),
     [
         ("claude-opus-4-7", None, False),  # supportsTemperature: false
-        ("claude-fable-5-1", None, False),  # supportsMidConvoEffort
         ("claude-sonnet-4-6", None, True),
         ("claude-sonnet-4-6", "low", False),  # thinking on
     ],
@@ -1086,7 +1091,6 @@ async def test_an_event_type_that_is_not_a_string_is_an_error_naming_the_sse_eve
         ("anthropic", "claude-opus-4-7", {"type": "disabled"}),
         ("kimi-coding", "k3", None),  # thinking_levels: {"off": None}
         ("anthropic", "claude-fable-5", None),  # thinking_levels: {"off": None}
-        ("anthropic", "claude-fable-5-1", None),  # supportsMidConvoEffort
     ],
 )
 async def test_no_level_turns_thinking_off_where_it_can_be(
@@ -1101,3 +1105,119 @@ async def test_no_level_turns_thinking_off_where_it_can_be(
 async def test_temperature_is_sent_with_thinking_disabled(clock: Any) -> None:
     body = sdk_request(await request_of(lambda url: model(url, reasoning=True), temperature=0.5))
     assert (body["thinking"], body["temperature"]) == ({"type": "disabled"}, 0.5)
+
+
+# --- effort set mid-conversation (supportsMidConvoEffort) -----------------------------------------
+
+_MANAGED_THINKING = {
+    "type": "adaptive",
+    "display": "summarized",
+    "block_binding": {"prefix_mismatch_behavior": "drop_block"},
+}
+
+
+def _effort(effort: str) -> dict[str, Any]:
+    return {"role": "system", "content": [], "output_config": {"effort": effort}}
+
+
+@pytest.mark.parametrize(
+    ("provider", "id"),
+    [("anthropic", "claude-fable-5-1"), ("openrouter", "anthropic/claude-opus-5")],
+)
+@pytest.mark.parametrize(("level", "effort"), [(None, "high"), ("low", "low"), ("xhigh", "xhigh")])
+async def test_a_model_whose_effort_is_set_mid_conversation_gets_it_in_the_messages(
+    clock: Any, provider: str, id: str, level: Any, effort: str
+) -> None:
+    # As pi-ai: adaptive thinking that drops a block bound to another effort, effort high
+    # in output_config, the level's effort in a system message at the end, the two betas.
+    body = await request_of(catalog(id, provider), reasoning=level, temperature=0.5)
+    headers = body["_headers"]
+    sent = sdk_request(body, beta=True)
+    assert (sent["thinking"], sent["output_config"], "temperature" in sent) == (
+        _MANAGED_THINKING,
+        {"effort": "high"},
+        False,
+    )
+    assert sent["messages"][-1] == _effort(effort)
+    assert [m["role"] for m in sent["messages"]] == ["user", "system"]
+    assert headers["anthropic-beta"] == (
+        "mid-conversation-output-config-2026-07-01,thinking-binding-controls-2026-08-01"
+    )
+
+
+async def test_each_earlier_turn_of_the_provider_is_preceded_by_its_effort(clock: Any) -> None:
+    def turn(provider: str, level: Any, text: str, api: str = "anthropic-messages") -> Any:
+        return AssistantMessage(
+            content=(TextContent(text),),
+            api=api,
+            provider=provider,
+            model="claude-fable-5-1",
+            provider_thinking_level=level,
+        )
+
+    ctx = context(
+        UserMessage.text("one"),
+        turn("anthropic", "medium", "first"),
+        UserMessage.text("two"),
+        turn("openrouter", "low", "elsewhere"),  # another provider: no effort of its own
+        UserMessage.text("three"),
+        turn("anthropic", None, "unrecorded"),
+        UserMessage.text("four"),
+        turn("anthropic", "bogus", "not an effort"),
+        UserMessage.text("five"),
+        turn("anthropic", "max", "last"),
+        UserMessage.text("six"),
+    )
+    body = sdk_request(
+        await request_of(catalog("claude-fable-5-1"), ctx, reasoning="medium"), beta=True
+    )
+    shape = [
+        m["output_config"]["effort"] if m["role"] == "system" else m["role"][0]
+        for m in body["messages"]
+    ]
+    assert shape == [
+        "u", "medium", "a", "u", "a", "u", "a", "u", "a", "u", "max", "a", "u", "medium",
+    ]  # fmt: skip
+
+
+async def test_the_reply_records_the_effort_it_was_asked_at(clock: Any) -> None:
+    async with open_sse_server(sse("text.sse")) as server:
+        managed = catalog("claude-fable-5-1")(server.url)
+        asked = await call(anthropic.stream, managed, None, options(reasoning="low"))
+    async with open_sse_server(sse("text.sse")) as server:
+        plain = await call(anthropic.stream, catalog("claude-opus-4-7")(server.url), None)
+    assert (asked.message.provider_thinking_level, plain.message.provider_thinking_level) == (
+        "low",
+        None,
+    )
+    assert all(
+        event.partial.provider_thinking_level == "low"
+        for event in asked.events
+        if hasattr(event, "partial")
+    )
+    # and it lives on in the transcript, as pi-ai's providerThinkingLevel
+    text = dumps([asked.message, plain.message])
+    assert text.count('"providerThinkingLevel": "low"') == 1
+    assert loads(text) == [asked.message, plain.message]
+
+
+@pytest.mark.parametrize(
+    ("id", "level", "beta"),
+    [
+        ("claude-sonnet-4-5", "low", "interleaved-thinking-2025-05-14"),  # a budget
+        ("claude-sonnet-4-5", None, None),  # thinking disabled
+        ("claude-opus-4-7", "low", None),  # adaptive: interleaved on its own
+    ],
+)
+async def test_a_thinking_budget_asks_for_interleaved_thinking(
+    clock: Any, id: str, level: Any, beta: Any
+) -> None:
+    body = await request_of(catalog(id), reasoning=level)
+    assert body["_headers"].get("anthropic-beta") == beta
+
+
+async def test_an_anthropic_beta_header_of_the_call_replaces_the_providers(clock: Any) -> None:
+    body = await request_of(
+        catalog("claude-fable-5-1"), headers={"Anthropic-Beta": "my-feature"}, reasoning="low"
+    )
+    assert body["_headers"]["anthropic-beta"] == "my-feature"

@@ -179,6 +179,7 @@ _OMITTED_WHEN: dict[str, object] = {
     "redacted": False,
     "errorMessage": None,
     "responseId": None,
+    "providerThinkingLevel": None,
     "details": None,
     "usage": None,
     "terminate": None,

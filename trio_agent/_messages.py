@@ -180,7 +180,9 @@ class AssistantMessage:
     ``stop_reason`` is ``"error"`` (``error_message`` says what happened) when
     the provider, the network or the server failed, and ``"aborted"`` when the
     run was aborted while it streamed; the content received before either is
-    kept.
+    kept. ``provider_thinking_level`` is the effort the provider was asked to
+    reply at, where it needs that to replay the message (Anthropic models whose
+    effort is set mid-conversation); None elsewhere.
     """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
@@ -192,6 +194,7 @@ class AssistantMessage:
     stop_reason: StopReason = "stop"
     error_message: str | None = None
     response_id: str | None = None
+    provider_thinking_level: str | None = None
     timestamp: int = attrs.field(factory=now_ms)
 
     @property

@@ -228,15 +228,19 @@ class AssistantMessageBuilder:
         "_open",
         "_provider",
         "_signature",
+        "_thinking_level",
         "response_id",
         "timestamp",
         "usage",
     )
 
-    def __init__(self, *, api: str, provider: str, model: str) -> None:
+    def __init__(
+        self, *, api: str, provider: str, model: str, provider_thinking_level: str | None = None
+    ) -> None:
         self._api = api
         self._provider = provider
         self._model = model
+        self._thinking_level = provider_thinking_level
         self._done: list[AssistantContent] = []  # only appended to: snapshots keep a length
         self._open: _OpenBlock | None = None
         self._signature: str | None = None
@@ -295,6 +299,7 @@ class AssistantMessageBuilder:
                 "stop",
                 None,  # error_message
                 snap[_RESPONSE_ID],
+                self._thinking_level,
                 snap[_TIMESTAMP],
             )
             snap[_MESSAGE] = message
@@ -315,6 +320,7 @@ class AssistantMessageBuilder:
             stop_reason,
             error_message,
             self.response_id,
+            self._thinking_level,
             self.timestamp,
         )
 

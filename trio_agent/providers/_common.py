@@ -430,6 +430,11 @@ class HttpProvider:
         """A parser of this API's events for one call, making its events with ``builder``."""
         raise NotImplementedError
 
+    def thinking_level(self, model: Model, options: StreamOptions) -> str | None:
+        """The reply's ``provider_thinking_level``: the effort the request asks for, where this
+        API needs it to replay the reply later; None (the default) where it does not."""
+        return None
+
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions, emit: Emit
     ) -> AssistantMessage:
@@ -447,7 +452,12 @@ class HttpProvider:
         server gave it.
         """
         provider = model.provider or self.label
-        builder = AssistantMessageBuilder(api=model.api, provider=provider, model=model.id)
+        builder = AssistantMessageBuilder(
+            api=model.api,
+            provider=provider,
+            model=model.id,
+            provider_thinking_level=self.thinking_level(model, options),
+        )
         key = self.api_key(model, options)
         if key is None and self.needs_key(model):
             names = " or ".join(self.key_variables(model)) or "an environment variable"

@@ -20,14 +20,24 @@ thinking, ``thinking: {"type": "adaptive", "display": "summarized"}``, with the
 level as ``output_config.effort`` (as ``thinking_levels`` maps it, else
 minimal/low → ``low``, medium → ``medium``, others ``high``); such a model
 refuses a token budget. On other models it turns on extended thinking with a
-token budget (:data:`THINKING_BUDGETS`). With thinking on, no ``temperature`` is
-sent; nor ever to a model whose rules say ``supportsTemperature: false`` or
+token budget (:data:`THINKING_BUDGETS`) and the ``interleaved-thinking`` beta
+(thinking between tool calls). With thinking on, no ``temperature`` is sent; nor
+ever to a model whose rules say ``supportsTemperature: false`` or
 ``supportsMidConvoEffort``. A model the catalog does not describe has no rules:
 budgets, and the level as asked. Asked for no level, a reasoning model gets
 ``thinking: {"type": "disabled"}`` (as pi-ai: the API's default on newer models
 is to think), with ``temperature`` if it takes one; not a model whose
-``thinking_levels`` map ``"off"`` to None (its thinking cannot be turned off) or
-whose rules say ``supportsMidConvoEffort``.
+``thinking_levels`` map ``"off"`` to None (its thinking cannot be turned off).
+
+A model whose rules say ``supportsMidConvoEffort`` has its effort set turn by
+turn, as pi-ai does: every request asks for adaptive thinking that drops a
+thinking block whose turn no longer matches (``block_binding``), with
+``output_config.effort`` ``high``; each earlier turn of this provider is preceded
+by a ``system`` message with the effort it was made at (the reply records it as
+``provider_thinking_level``), and the messages end with one asking for the
+level's effort (``high`` when none is asked); the two beta features this takes
+go in ``anthropic-beta``. An ``anthropic-beta`` header of the model or the call
+replaces the one the provider would send.
 
 Reading the stream: ``message_start`` (the response id and first usage),
 content blocks by index (text, thinking with its ``signature_delta``,
@@ -230,11 +240,18 @@ def _tool_result(message: ToolResultMessage, model: Model) -> dict[str, Any]:
     return result
 
 
-def _messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+def _messages(model: Model, context: LlmContext, effort: str | None = None) -> list[dict[str, Any]]:
     """The ``messages`` array: roles alternate (adjacent messages of one role are merged,
     so the results of one turn's calls share a user message), and empty turns are left
-    out, as are tool results whose call is not in the assistant turn before them."""
+    out, as are tool results whose call is not in the assistant turn before them.
+
+    ``effort`` is given for a model whose effort is set mid-conversation
+    (``supportsMidConvoEffort``): each assistant turn this provider made is preceded by a
+    ``system`` message with the effort it was made at (its ``provider_thinking_level``),
+    and the array ends with one asking for ``effort``, as pi-ai does.
+    """
     out: list[dict[str, Any]] = []
+    efforts: dict[int, str] = {}  # the index in out of an assistant turn -> its effort
     calls: set[str] = set()  # the tool_use ids of the last assistant turn
 
     def add(role: str, content: list[dict[str, Any]]) -> None:
@@ -250,13 +267,34 @@ def _messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
             content = _assistant(message)
             calls = {block["id"] for block in content if block["type"] == "tool_use"}
             add("assistant", content)
+            made_at = message.provider_thinking_level
+            if (
+                effort is not None
+                and content
+                and made_at in _ADAPTIVE_EFFORTS
+                and message.api == API
+                and message.provider == model.provider
+            ):
+                efforts.setdefault(len(out) - 1, made_at)
         elif isinstance(message, ToolResultMessage):
             result = _tool_result(message, model)
             if result["tool_use_id"] in calls:
                 add("user", [result])
         else:
             add("user", _user(message, model))
-    return out
+    if effort is None:
+        return out
+    marked: list[dict[str, Any]] = []
+    for index, entry in enumerate(out):
+        if index in efforts:
+            marked.append(_effort_message(efforts[index]))
+        marked.append(entry)
+    marked.append(_effort_message(effort))
+    return marked
+
+
+def _effort_message(effort: str) -> dict[str, Any]:
+    return {"role": "system", "content": [], "output_config": {"effort": effort}}
 
 
 def _thinking_budget(level: str, max_tokens: int) -> int | None:
@@ -280,6 +318,35 @@ def _effort(model: Model, level: str) -> str:
     return mapped if isinstance(mapped, str) else _EFFORTS.get(level, "high")
 
 
+_ADAPTIVE_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+"""The efforts the API takes in ``output_config``."""
+
+_MANAGED_BETAS = "mid-conversation-output-config-2026-07-01,thinking-binding-controls-2026-08-01"
+"""The ``anthropic-beta`` features a model whose effort is set mid-conversation needs."""
+
+_INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
+"""The ``anthropic-beta`` feature that lets a model think between tool calls, asked for with
+a thinking budget (adaptive thinking interleaves on its own)."""
+
+_MANAGED_THINKING: dict[str, Any] = {
+    "type": "adaptive",
+    "display": "summarized",
+    "block_binding": {"prefix_mismatch_behavior": "drop_block"},
+}
+
+
+def _managed(model: Model) -> bool:
+    """Whether the model's effort is set mid-conversation (``supportsMidConvoEffort``)."""
+    return model.compat_flags.get("supportsMidConvoEffort") is True
+
+
+def _active_effort(model: Model, options: StreamOptions) -> str:
+    """The effort asked of a model whose effort is set mid-conversation: the reasoning
+    level's, else ``high`` (pi-ai's default)."""
+    level = offered_level(model, options.reasoning) if options.reasoning else None
+    return "high" if level is None else _effort(model, level)
+
+
 def _thinking(model: Model, options: StreamOptions, max_tokens: int) -> dict[str, Any]:
     """The request's ``thinking`` (and ``output_config``) for the reasoning level asked for.
 
@@ -288,6 +355,8 @@ def _thinking(model: Model, options: StreamOptions, max_tokens: int) -> dict[str
     thinking, with the level as an effort; others get extended thinking with a token
     budget, when it fits under ``max_tokens``.
     """
+    if _managed(model):  # the effort goes in the messages (see _messages)
+        return {"thinking": dict(_MANAGED_THINKING), "output_config": {"effort": "high"}}
     if not model.reasoning:
         return {}
     if not options.reasoning:
@@ -311,16 +380,10 @@ def _thinking_off(model: Model) -> dict[str, Any]:
 
     Sent as ``{"type": "disabled"}``, as pi-ai does: left out, the API would apply the
     model's own default, which on newer models is to think (and bill for it). Not
-    when the catalog's ``thinking_levels`` map ``"off"`` to None (the model's thinking
-    cannot be turned off, and the API refuses ``disabled``), nor on a model whose
-    effort is managed mid-conversation (``supportsMidConvoEffort``), for which pi-ai
-    never sends ``disabled``.
+    when the catalog's ``thinking_levels`` map ``"off"`` to None: the model's thinking
+    cannot be turned off, and the API refuses ``disabled``.
     """
-    if not offers(model, "off"):
-        return {}
-    if model.compat_flags.get("supportsMidConvoEffort") is True:
-        return {}
-    return {"thinking": {"type": "disabled"}}
+    return {"thinking": {"type": "disabled"}} if offers(model, "off") else {}
 
 
 def _thinking_on(body: Mapping[str, Any]) -> bool:
@@ -353,7 +416,10 @@ class Anthropic(HttpProvider):
         body: dict[str, Any] = {"model": model.id, "max_tokens": max_tokens, "stream": True}
         if context.system_prompt:
             body["system"] = context.system_prompt
-        body["messages"] = _messages(model, context)
+        managed = _managed(model)
+        body["messages"] = _messages(
+            model, context, _active_effort(model, options) if managed else None
+        )
         if context.tools:
             body["tools"] = [
                 {
@@ -367,6 +433,10 @@ class Anthropic(HttpProvider):
         if not _thinking_on(body) and options.temperature is not None and _takes_temperature(model):
             body["temperature"] = options.temperature
         headers = {"anthropic-version": VERSION}
+        if managed:
+            headers["anthropic-beta"] = _MANAGED_BETAS
+        elif body.get("thinking", {}).get("type") == "enabled":
+            headers["anthropic-beta"] = _INTERLEAVED_BETA
         headers.update((name.lower(), value) for name, value in model.headers.items())
         headers.update((name.lower(), value) for name, value in options.headers.items())
         if api_key:
@@ -375,6 +445,11 @@ class Anthropic(HttpProvider):
 
     def parser(self, model: Model, builder: AssistantMessageBuilder) -> Parser:
         return _MessagesParser(model, builder)
+
+    def thinking_level(self, model: Model, options: StreamOptions) -> str | None:
+        """The effort asked of a model whose effort is set mid-conversation: the next
+        request tells the API which effort each of its turns was made at."""
+        return _active_effort(model, options) if _managed(model) else None
 
 
 # --- the stream ----------------------------------------------------------------------------------
