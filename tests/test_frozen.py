@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import pickle
+import pkgutil
+import types
+import typing
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -27,7 +32,7 @@ FAST = [
 ]
 
 
-EVENTS = [cls for cls in FAST if cls.__module__ == _events.__name__]
+EVENTS = [cls for cls in FAST if cls.__name__ in _events.__all__]
 
 
 def test_the_hot_classes_have_it() -> None:
@@ -118,9 +123,9 @@ def test_defaults_factories_and_converters_apply_as_attrs_applies_them() -> None
     assert call.arguments == {}
     assert call.arguments is not trio_agent.ToolCall("c2", "f").arguments  # a fresh dict each
     with pytest.raises(TypeError):
-        trio_agent.AssistantMessage("positional")  # type: ignore[call-arg, arg-type]
+        trio_agent.AssistantMessage("positional")  # type: ignore[call-arg, arg-type]  # refused
     with pytest.raises(TypeError):
-        trio_agent.ToolResultMessage(tool_call_id="c1")  # type: ignore[call-arg]
+        trio_agent.ToolResultMessage(tool_call_id="c1")  # type: ignore[call-arg]  # refused
 
 
 @attrs.frozen
@@ -264,3 +269,104 @@ def test_a_maker_makes_the_plain_attrs_classes_the_loop_makes_with_it() -> None:
     assert made_again(call) == call
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         made_again(call).model = model
+
+
+# --- makers' annotations ----------------------------------------------------------------
+
+
+def package_makers() -> list[tuple[types.ModuleType, str, Any]]:
+    """Every maker held in a global of a module of the package: (module, name, maker)."""
+    found: dict[int, tuple[types.ModuleType, str, Any]] = {}
+    for info in pkgutil.walk_packages(trio_agent.__path__, "trio_agent."):
+        # __main__ runs the CLI; the pytest plugin, once imported here, could no
+        # longer be rewritten by a pytest that a test starts with it.
+        if info.name.endswith(".__main__") or info.name == "trio_agent.testing.pytest_plugin":
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if getattr(value, "__maker_of__", None) is None:
+                continue
+            # A maker imported into another module: checked where it is annotated.
+            if id(value) not in found or name in module.__annotations__:
+                found[id(value)] = (module, name, value)
+    return sorted(found.values(), key=lambda entry: (entry[0].__name__, entry[1]))
+
+
+MAKERS = package_makers()
+
+
+def hint(annotation: Any, module: types.ModuleType) -> Any:
+    """``annotation`` resolved in ``module`` (NameError: a name it cannot import at run time)."""
+    holder = types.SimpleNamespace(__annotations__={"value": annotation})
+    return typing.get_type_hints(holder, vars(module))["value"]
+
+
+def members(annotation: Any) -> tuple[Any, ...]:
+    """The types of a union, or the annotation alone."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def narrower(parameter: Any, field: Any) -> bool:
+    """Whether a parameter typed ``parameter`` passes only what a field typed ``field`` holds."""
+    if field is Any or parameter == field:
+        return True
+    return all(
+        any(
+            part == kind
+            or (
+                isinstance(part, type)
+                and isinstance(kind, type)
+                and (
+                    # A protocol: the parameter's class has its methods.
+                    all(hasattr(part, name) for name in vars(kind) if not name.startswith("_"))
+                    if getattr(kind, "_is_protocol", False)
+                    else issubclass(part, kind)
+                )
+            )
+            for kind in members(field)
+        )
+        for part in members(parameter)
+    )
+
+
+def spelled(cls: type) -> str:
+    """The annotation a maker of ``cls`` wants, as source text."""
+    names = [
+        field.type
+        if isinstance(field.type, str)
+        else getattr(field.type, "__name__", str(field.type).replace("typing.", ""))
+        for field in attrs.fields(cls)
+    ]
+    return f"Callable[[{', '.join(names)}], {cls.__name__}]"
+
+
+def test_the_makers_are_found() -> None:
+    names = {f"{module.__name__}.{name}" for module, name, _ in MAKERS}
+    assert {"trio_agent._stream._text_delta", "trio_agent._stream._assistant_message"} <= names
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "make"),
+    MAKERS,
+    ids=[f"{module.__name__}.{name}" for module, name, _ in MAKERS],
+)
+def test_a_maker_is_annotated_with_its_fields_in_order(
+    module: types.ModuleType, name: str, make: Any
+) -> None:
+    cls = make.__maker_of__
+    wanted = f"annotate {module.__name__}.{name} as {spelled(cls)}"
+    assert name in module.__annotations__, wanted
+    annotation = hint(module.__annotations__[name], module)
+    assert typing.get_origin(annotation) is Callable, wanted
+    parameters, returned = typing.get_args(annotation)
+    assert returned is cls, wanted
+    fields = attrs.fields(cls)
+    assert len(parameters) == len(fields), wanted
+    for parameter, field in zip(parameters, fields, strict=True):
+        try:
+            field_type = typing.get_type_hints(cls)[field.name]  # in its defining module
+        except NameError:  # a name imported only for type checking: the count must do
+            continue
+        assert narrower(parameter, field_type), f"{field.name}: {parameter} for {field_type}"

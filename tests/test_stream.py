@@ -64,10 +64,10 @@ def shape(event: AssistantMessageEvent) -> tuple[Any, ...]:
 
 def is_materialized(event: Any) -> bool:
     # Private on purpose: an event holds its partial source in ``_partial`` (the
-    # builder's snapshot, a list), whose last item is the built message, None
-    # until ``event.partial`` is first read. No public API can tell "not built
-    # yet" from "built", and laziness is the promise under test.
-    return event._partial[-1] is not None
+    # builder's snapshot), whose ``message`` is the built message, None until
+    # ``event.partial`` is first read. No public API can tell "not built yet"
+    # from "built", and laziness is the promise under test.
+    return event._partial.message is not None
 
 
 def three_blocks() -> tuple[AssistantMessageBuilder, list[Any]]:
@@ -196,7 +196,7 @@ def test_every_events_partial_is_the_builders_snapshot_at_that_event() -> None:
         if b.open_kind is not None:
             b.set_signature(f"sig_{n}")
         event = step()
-        assert (n, event.partial) == (n, b.snapshot())  # type: ignore[union-attr]
+        assert (n, event.partial) == (n, b.snapshot())  # type: ignore[union-attr]  # a delta
 
 
 def test_opening_a_block_closes_the_open_one_without_an_event() -> None:
@@ -257,6 +257,45 @@ def test_reading_one_partial_builds_only_that_one() -> None:
 def test_a_partial_is_built_once() -> None:
     _, events = three_blocks()
     assert events[6].partial is events[6].partial
+
+
+# ------------------------------------------------------------------ equality
+
+
+def test_events_made_alike_by_two_builders_are_equal() -> None:
+    (_, first), (_, second) = three_blocks(), three_blocks()
+    assert first == second
+
+
+def test_equal_events_hash_alike() -> None:
+    (_, first), (_, second) = three_blocks(), three_blocks()
+    # A ToolCallEnd holds a ToolCall, whose dict of arguments has no hash: the
+    # others do, tool-call deltas included (their partial holds a call).
+    hashed = [index for index, event in enumerate(first) if not isinstance(event, ToolCallEnd)]
+    assert [hash(first[i]) for i in hashed] == [hash(second[i]) for i in hashed]
+    assert {first[9], first[10]} == {second[9], second[10]}
+
+
+def test_events_with_different_partials_are_not_equal() -> None:
+    first, second = new_builder(), new_builder()
+    first.text_start()
+    second.text_start()
+    first.text_delta("a")
+    assert first.text_delta("b") != second.text_delta("b")  # "ab" and "b"
+
+
+def test_comparing_reads_the_same_partial_as_before() -> None:
+    (_, first), (_, second) = three_blocks(), three_blocks()
+    assert first[5] == second[5]
+    expected = reply(ThinkingContent("Hm", thinking_signature="sig"), TextContent("Hel"))
+    assert (expected, expected) == (first[5].partial, second[5].partial)
+
+
+def test_an_event_shows_its_partial_as_a_placeholder() -> None:
+    b = new_builder()
+    b.text_start()
+    expected = "TextDelta(content_index=0, delta='a', _partial=<partial message>)"
+    assert expected == repr(b.text_delta("a"))
 
 
 # ------------------------------------------------------------------ finish and done

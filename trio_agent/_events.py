@@ -79,27 +79,19 @@ class PartialSource(Protocol):
 # --- assistant-stream events ---------------------------------------------------------
 
 
-def _partial_repr(source: object) -> str:
-    return "<partial message>" if type(source) is list else repr(source)
-
-
 class _WithPartial:
     """Mixin: ``partial`` is built on first read from the event's source."""
 
     __slots__ = ()
-    _partial: AssistantMessage | PartialSource | list[Any]
+    _partial: AssistantMessage | PartialSource
 
     @property
     def partial(self) -> AssistantMessage:
         """The reply as it stood at this event."""
         source = self._partial
-        if type(source) is list:
-            # AssistantMessageBuilder's snapshot: [builder, ..., built message or None].
-            message: AssistantMessage | None = source[-1]
-            return source[0]._materialize(source) if message is None else message
-        if type(source) is AssistantMessage:
+        if isinstance(source, AssistantMessage):
             return source
-        return source.materialize()  # type: ignore[union-attr]  # a PartialSource
+        return source.materialize()
 
 
 @fast_init
@@ -108,9 +100,7 @@ class StreamStart(_WithPartial):
     """The reply has begun (``start``)."""
 
     type: ClassVar[Literal["start"]] = "start"
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -120,9 +110,7 @@ class TextStart(_WithPartial):
 
     type: ClassVar[Literal["text_start"]] = "text_start"
     content_index: int
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -133,9 +121,7 @@ class TextDelta(_WithPartial):
     type: ClassVar[Literal["text_delta"]] = "text_delta"
     content_index: int
     delta: str
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -146,9 +132,7 @@ class TextEnd(_WithPartial):
     type: ClassVar[Literal["text_end"]] = "text_end"
     content_index: int
     content: str
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -158,9 +142,7 @@ class ThinkingStart(_WithPartial):
 
     type: ClassVar[Literal["thinking_start"]] = "thinking_start"
     content_index: int
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -171,9 +153,7 @@ class ThinkingDelta(_WithPartial):
     type: ClassVar[Literal["thinking_delta"]] = "thinking_delta"
     content_index: int
     delta: str
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -184,9 +164,7 @@ class ThinkingEnd(_WithPartial):
     type: ClassVar[Literal["thinking_end"]] = "thinking_end"
     content_index: int
     content: str
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -196,9 +174,7 @@ class ToolCallStart(_WithPartial):
 
     type: ClassVar[Literal["toolcall_start"]] = "toolcall_start"
     content_index: int
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -209,9 +185,7 @@ class ToolCallDelta(_WithPartial):
     type: ClassVar[Literal["toolcall_delta"]] = "toolcall_delta"
     content_index: int
     delta: str
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init
@@ -222,9 +196,7 @@ class ToolCallEnd(_WithPartial):
     type: ClassVar[Literal["toolcall_end"]] = "toolcall_end"
     content_index: int
     tool_call: ToolCall
-    _partial: AssistantMessage | PartialSource | list[Any] = attrs.field(
-        alias="partial", repr=_partial_repr
-    )
+    _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
 @fast_init

@@ -25,6 +25,20 @@ no converters, which the caller has already applied. The objects it makes
 are the class's own (type, equality, hash, repr, copying and pickling); the
 class, its constructor and its instances are untouched, and gains one
 subclass, the twin, made once per class.
+
+A maker's parameters are known only once its class is, so :func:`maker`
+returns ``Callable[..., T]``, which lets a call pass anything, two fields
+swapped included. Annotate each maker where it is made with its class's
+fields' types, in order, which mypy then checks at every call::
+
+    _text_delta: Callable[[int, str, _Snapshot], TextDelta] = maker(TextDelta)
+
+A parameter may be narrower than its field (here ``_Snapshot``, one kind of
+the field's ``AssistantMessage | PartialSource``), never wider. A maker
+names its class in ``__maker_of__``: ``tests/test_frozen.py`` finds every
+maker in the package's module globals by it and checks its annotation
+against ``attrs.fields`` of the class, so the names an annotation uses must
+be importable at run time, not only under ``TYPE_CHECKING``.
 """
 
 from __future__ import annotations
@@ -58,13 +72,14 @@ def fast_init(cls: _C) -> _C:
             not field.init
             or field.validator is not None
             or (converter is not None and not _plain_callable(converter))
-            or (isinstance(default, attrs.Factory) and default.takes_self)  # type: ignore[arg-type]
+            # attrs.Factory is typed as a function returning a value, not as the class it is
+            or (isinstance(default, attrs.Factory) and default.takes_self)  # type: ignore[arg-type]  # see above
         ):
             raise TypeError(f"{cls.__name__}.{field.name} is not a field fast_init can copy")
         namespace[f"_set_{index}"] = vars(cls)[field.name].__set__
         if default is attrs.NOTHING:
             parameter = name
-        elif isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        elif isinstance(default, attrs.Factory):  # type: ignore[arg-type]  # as above
             parameter = f"{name}=NOTHING"
             namespace[f"_factory_{index}"] = default.factory
             body.append(f"    if {name} is NOTHING:\n        {name} = _factory_{index}()\n")
@@ -86,7 +101,7 @@ def fast_init(cls: _C) -> _C:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = original.__doc__
     init.__annotations__ = dict(original.__annotations__)
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[misc]  # replacing a method is what this does
     return cls
 
 
@@ -111,7 +126,7 @@ def maker(cls: type[_T]) -> Callable[..., _T]:
     if not (attrs.has(cls) and "__slots__" in vars(cls)):
         raise TypeError(f"{cls.__name__} is not a slotted attrs class")
     _refuse_init_hooks(cls)
-    if any("cached_hash" in slot for slot in cls.__slots__):  # type: ignore[attr-defined]
+    if any("cached_hash" in slot for slot in cls.__slots__):  # type: ignore[attr-defined]  # checked above
         raise TypeError(f"{cls.__name__} caches its hash")
     fields = attrs.fields(cls)
     for field in fields:
@@ -129,10 +144,12 @@ def maker(cls: type[_T]) -> Callable[..., _T]:
     )
     namespace: dict[str, Any] = {"_allocate": object.__new__, "_twin": _twin(cls), "_cls": cls}
     exec(compile(source, f"<maker of {cls.__qualname__}>", "exec"), namespace)
-    make: Callable[..., _T] = namespace["make"]
+    make = namespace["make"]
     make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
     make.__module__ = cls.__module__
-    return make
+    make.__maker_of__ = cls
+    made: Callable[..., _T] = make
+    return made
 
 
 @functools.cache

@@ -162,32 +162,41 @@ class _OpenBlock:
         return "".join(self.chunks[:count])
 
 
-# A snapshot is the reply at one event, as a list (the cheapest object to make
-# for every delta): what the partial message will be built from, and the built
-# message once it was read. The finished blocks are a prefix of the builder's
-# list, which only grows; the open block's text is a prefix of its chunks. The
-# builder's usage, response id and timestamp are public and change as the wire
-# reports them, so the snapshot keeps the values they had at its event.
-_BUILDER, _DONE, _OPEN, _COUNT, _SIGNATURE, _ARGUMENTS, _USAGE, _RESPONSE_ID, _TIMESTAMP = range(9)
-_MESSAGE = 9
 _NO_USAGE = Usage()
 
-# The events and blocks a reply is made of, made field by field in order
-# (see _frozen.maker): the builder makes one or two per delta.
-_text_content = maker(TextContent)
-_thinking_content = maker(ThinkingContent)
-_tool_call = maker(ToolCall)
-_assistant_message = maker(AssistantMessage)
-_text_start = maker(TextStart)
-_text_delta = maker(TextDelta)
-_text_end = maker(TextEnd)
-_thinking_start = maker(ThinkingStart)
-_thinking_delta = maker(ThinkingDelta)
-_thinking_end = maker(ThinkingEnd)
-_toolcall_start = maker(ToolCallStart)
-_toolcall_delta = maker(ToolCallDelta)
-_toolcall_end = maker(ToolCallEnd)
+# The events and blocks a reply is made of, made field by field in order by
+# makers (see _frozen.maker), each typed with its fields: the builder makes one
+# or two per delta.
+_text_content: Callable[[str, str | None], TextContent] = maker(TextContent)
+_thinking_content: Callable[[str, str | None, bool], ThinkingContent] = maker(ThinkingContent)
+_tool_call: Callable[[str, str, dict[str, Any], str | None], ToolCall] = maker(ToolCall)
+_assistant_message: Callable[
+    [
+        tuple[AssistantContent, ...],  # content
+        str,  # api
+        str,  # provider
+        str,  # model
+        Usage,
+        StopReason,
+        str | None,  # error_message
+        str | None,  # response_id
+        str | None,  # provider_thinking_level
+        int,  # timestamp
+    ],
+    AssistantMessage,
+] = maker(AssistantMessage)
+_text_start: Callable[[int, _Snapshot], TextStart] = maker(TextStart)
+_text_delta: Callable[[int, str, _Snapshot], TextDelta] = maker(TextDelta)
+_text_end: Callable[[int, str, _Snapshot], TextEnd] = maker(TextEnd)
+_thinking_start: Callable[[int, _Snapshot], ThinkingStart] = maker(ThinkingStart)
+_thinking_delta: Callable[[int, str, _Snapshot], ThinkingDelta] = maker(ThinkingDelta)
+_thinking_end: Callable[[int, str, _Snapshot], ThinkingEnd] = maker(ThinkingEnd)
+_toolcall_start: Callable[[int, _Snapshot], ToolCallStart] = maker(ToolCallStart)
+_toolcall_delta: Callable[[int, str, _Snapshot], ToolCallDelta] = maker(ToolCallDelta)
+_toolcall_end: Callable[[int, ToolCall, _Snapshot], ToolCallEnd] = maker(ToolCallEnd)
+_stream_done: Callable[[Literal["stop", "length", "toolUse"], AssistantMessage], StreamDone]
 _stream_done = maker(StreamDone)
+_stream_error: Callable[[Literal["error", "aborted"], AssistantMessage], StreamError]
 _stream_error = maker(StreamError)
 
 
@@ -199,6 +208,115 @@ def _close(
     if block.kind == "thinking":
         return _thinking_content(block.text_upto(count), signature, block.redacted)
     return _tool_call(block.id, block.name, arguments, signature)
+
+
+class _Frame:
+    """What the snapshots of consecutive events share: the reply but for how
+    many chunks of the open block it holds.
+
+    The builder makes a new one whenever anything in it changes (a block opens
+    or closes; a signature, partial arguments, the usage, the response id or
+    the timestamp is set), so a delta makes only its small snapshot. It holds
+    references, not copies: the finished blocks are the first ``done`` of the
+    builder's list, which only grows, and the open block's text is a prefix of
+    its chunks.
+    """
+
+    __slots__ = (
+        "arguments",
+        "block",
+        "builder",
+        "done",
+        "response_id",
+        "signature",
+        "timestamp",
+        "usage",
+    )
+
+    def __init__(self, builder: AssistantMessageBuilder) -> None:
+        self.builder = builder
+        self.done = len(builder._done)
+        block = self.block = builder._open
+        self.signature = builder._signature
+        self.arguments = {} if block is None else block.arguments
+        self.usage = builder._usage
+        self.response_id = builder._response_id
+        self.timestamp = builder._timestamp
+
+
+class _Snapshot:
+    """The reply at one event: its frame and the open block's chunk count, and
+    the partial message once built (the
+    :class:`~trio_agent._events.PartialSource` of the builder's events).
+
+    Two snapshots are equal when the messages they stand for are, so two
+    events made alike compare equal (a snapshot never equals a message). A
+    tool call keeps its arguments in a dict, which makes a message holding one
+    unhashable; a snapshot hashes the rest of each block instead (a tool call
+    by its id, name and signature), so equal snapshots hash alike. Either
+    builds the message, as reading ``partial`` would.
+    """
+
+    __slots__ = ("count", "frame", "message")
+
+    frame: _Frame
+    count: int
+    message: AssistantMessage | None
+
+    def materialize(self) -> AssistantMessage:
+        """The partial message (built on the first call, then kept)."""
+        message = self.message
+        if message is None:
+            frame = self.frame
+            builder = frame.builder
+            content = tuple(builder._done[: frame.done])
+            block = frame.block
+            if block is not None:
+                content += (_close(block, self.count, frame.signature, frame.arguments),)
+            message = self.message = _assistant_message(
+                content,
+                builder._api,
+                builder._provider,
+                builder._model,
+                frame.usage,
+                "stop",
+                None,  # error_message
+                frame.response_id,
+                builder._thinking_level,
+                frame.timestamp,
+            )
+        return message
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not _Snapshot:
+            return NotImplemented
+        return self is other or self.materialize() == other.materialize()
+
+    def __hash__(self) -> int:
+        return hash(tuple(map(_hashable, self.materialize().content)))
+
+    def __repr__(self) -> str:
+        return "<partial message>"
+
+
+def _hashable(block: AssistantContent) -> object:
+    """``block``, or for a tool call (its arguments are a dict) the rest of it."""
+    if isinstance(block, ToolCall):
+        return (ToolCall, block.id, block.name, block.thought_signature)
+    return block
+
+
+_allocate = object.__new__
+
+
+def _snapshot(frame: _Frame, count: int) -> _Snapshot:
+    """A new snapshot: made by hand, without an ``__init__`` call (half the cost), as the
+    builder makes one per delta."""
+    snapshot = _allocate(_Snapshot)
+    snapshot.frame = frame
+    snapshot.count = count
+    snapshot.message = None
+    return snapshot
 
 
 class AssistantMessageBuilder:
@@ -224,14 +342,15 @@ class AssistantMessageBuilder:
     __slots__ = (
         "_api",
         "_done",
+        "_frame",
         "_model",
         "_open",
         "_provider",
+        "_response_id",
         "_signature",
         "_thinking_level",
-        "response_id",
-        "timestamp",
-        "usage",
+        "_timestamp",
+        "_usage",
     )
 
     def __init__(
@@ -244,10 +363,42 @@ class AssistantMessageBuilder:
         self._done: list[AssistantContent] = []  # only appended to: snapshots keep a length
         self._open: _OpenBlock | None = None
         self._signature: str | None = None
-        self.usage = _NO_USAGE
+        self._usage = _NO_USAGE
+        self._response_id: str | None = None
+        self._timestamp = now_ms()
+        self._frame: _Frame | None = None  # None: to be made again, something changed
+
+    # -- the reply's fields that providers set ---------------------------------------
+
+    @property
+    def usage(self) -> Usage:
         """The usage so far; providers replace it as the wire reports it."""
-        self.response_id: str | None = None
-        self.timestamp = now_ms()
+        return self._usage
+
+    @usage.setter
+    def usage(self, usage: Usage) -> None:
+        self._usage = usage
+        self._frame = None
+
+    @property
+    def response_id(self) -> str | None:
+        """The provider's id of the response, once the wire has told it."""
+        return self._response_id
+
+    @response_id.setter
+    def response_id(self, response_id: str | None) -> None:
+        self._response_id = response_id
+        self._frame = None
+
+    @property
+    def timestamp(self) -> int:
+        """When the reply began, in milliseconds since the epoch."""
+        return self._timestamp
+
+    @timestamp.setter
+    def timestamp(self, timestamp: int) -> None:
+        self._timestamp = timestamp
+        self._frame = None
 
     # -- reading ----------------------------------------------------------------
 
@@ -268,42 +419,14 @@ class AssistantMessageBuilder:
 
     def snapshot(self) -> AssistantMessage:
         """The reply as it stands now, with ``stop_reason="stop"``."""
-        return self._materialize(self._snap())
+        return self._snap().materialize()
 
-    def _snap(self) -> list[Any]:
+    def _snap(self) -> _Snapshot:
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = _Frame(self)
         block = self._open
-        if block is None:
-            return [
-                self, len(self._done), None, 0, None, None,
-                self.usage, self.response_id, self.timestamp, None,
-            ]  # fmt: skip
-        return [
-            self, len(self._done), block, len(block.chunks), self._signature, block.arguments,
-            self.usage, self.response_id, self.timestamp, None,
-        ]  # fmt: skip
-
-    def _materialize(self, snap: list[Any]) -> AssistantMessage:
-        """The partial message of a snapshot (built once, then kept in it)."""
-        message: AssistantMessage | None = snap[_MESSAGE]
-        if message is None:
-            content = tuple(self._done[: snap[_DONE]])
-            block = snap[_OPEN]
-            if block is not None:
-                content += (_close(block, snap[_COUNT], snap[_SIGNATURE], snap[_ARGUMENTS]),)
-            message = _assistant_message(
-                content,
-                self._api,
-                self._provider,
-                self._model,
-                snap[_USAGE],
-                "stop",
-                None,  # error_message
-                snap[_RESPONSE_ID],
-                self._thinking_level,
-                snap[_TIMESTAMP],
-            )
-            snap[_MESSAGE] = message
-        return message
+        return _snapshot(frame, 0 if block is None else len(block.chunks))
 
     def _message(
         self,
@@ -316,12 +439,12 @@ class AssistantMessageBuilder:
             self._api,
             self._provider,
             self._model,
-            self.usage,
+            self._usage,
             stop_reason,
             error_message,
-            self.response_id,
+            self._response_id,
             self._thinking_level,
-            self.timestamp,
+            self._timestamp,
         )
 
     # -- events -------------------------------------------------------------------
@@ -330,17 +453,14 @@ class AssistantMessageBuilder:
         """The ``start`` event: the reply begins (an empty partial message)."""
         return StreamStart(self._snap())
 
-    def _begin(self, block: _OpenBlock) -> list[Any]:
+    def _begin(self, block: _OpenBlock) -> _Snapshot:
         """Open ``block`` (closing the open one first): the snapshot of its start."""
         if self._open is not None:
             self._finish_open()
         self._open = block
         self._signature = None
-        # _snap(), inline: no chunk and no signature yet.
-        return [
-            self, len(self._done), block, 0, None, block.arguments,
-            self.usage, self.response_id, self.timestamp, None,
-        ]  # fmt: skip
+        frame = self._frame = _Frame(self)
+        return _snapshot(frame, 0)
 
     def _finish_open(self) -> AssistantContent:
         block = self._open
@@ -349,6 +469,7 @@ class AssistantMessageBuilder:
         self._done.append(content)
         self._open = None
         self._signature = None
+        self._frame = None
         return content
 
     def _require(self, kind: _Kind) -> _OpenBlock:
@@ -362,7 +483,7 @@ class AssistantMessageBuilder:
     def text_start(self) -> TextStart:
         """Open a text block (closing the open block, if any)."""
         snap = self._begin(_OpenBlock("text"))
-        return _text_start(snap[_DONE], snap)
+        return _text_start(snap.frame.done, snap)
 
     def text_delta(self, delta: str) -> TextDelta:
         """More text for the open text block."""
@@ -371,12 +492,11 @@ class AssistantMessageBuilder:
             block = self._require("text")
         chunks = block.chunks
         chunks.append(delta)
-        # The snapshot, inline: this runs for every delta.
-        snap = [
-            self, len(self._done), block, len(chunks), self._signature, None,
-            self.usage, self.response_id, self.timestamp, None,
-        ]  # fmt: skip
-        return _text_delta(len(self._done), delta, snap)
+        # _snap(), inline: this runs for every delta.
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = _Frame(self)
+        return _text_delta(frame.done, delta, _snapshot(frame, len(chunks)))
 
     def text_end(self, *, signature: str | None = None) -> TextEnd:
         """Close the open text block (with the provider's ``signature``, if it sent one)."""
@@ -393,7 +513,7 @@ class AssistantMessageBuilder:
         block = _OpenBlock("thinking")
         block.redacted = redacted
         snap = self._begin(block)
-        return _thinking_start(snap[_DONE], snap)
+        return _thinking_start(snap.frame.done, snap)
 
     def thinking_delta(self, delta: str) -> ThinkingDelta:
         """More thinking for the open thinking block."""
@@ -405,6 +525,7 @@ class AssistantMessageBuilder:
         if self._open is None:
             raise RuntimeError("no block is open to take a signature")
         self._signature = signature
+        self._frame = None
 
     def thinking_end(self, *, signature: str | None = None) -> ThinkingEnd:
         """Close the open thinking block (with its ``signature``, sent back for replay)."""
@@ -419,7 +540,7 @@ class AssistantMessageBuilder:
     def toolcall_start(self, id: str, name: str) -> ToolCallStart:
         """Open a tool call block: the call ``id`` and the tool's ``name``."""
         snap = self._begin(_OpenBlock("toolCall", id, name))
-        return _toolcall_start(snap[_DONE], snap)
+        return _toolcall_start(snap.frame.done, snap)
 
     def toolcall_delta(self, delta: str, arguments: dict[str, Any] | None = None) -> ToolCallDelta:
         """More argument JSON; ``arguments``: the object parsed so far, if the provider has one."""
@@ -428,14 +549,14 @@ class AssistantMessageBuilder:
             block = self._require("toolCall")
         chunks = block.chunks
         chunks.append(delta)
+        frame = self._frame
         if arguments is not None:
             block.arguments = arguments
-        # The snapshot, inline: this runs for every delta.
-        snap = [
-            self, len(self._done), block, len(chunks), self._signature, block.arguments,
-            self.usage, self.response_id, self.timestamp, None,
-        ]  # fmt: skip
-        return _toolcall_delta(snap[_DONE], delta, snap)
+            frame = None
+        # _snap(), inline: this runs for every delta.
+        if frame is None:
+            frame = self._frame = _Frame(self)
+        return _toolcall_delta(frame.done, delta, _snapshot(frame, len(chunks)))
 
     @property
     def toolcall_json(self) -> str:
@@ -456,6 +577,7 @@ class AssistantMessageBuilder:
         done.append(call)
         self._open = None
         self._signature = None
+        self._frame = None
         return _toolcall_end(index, call, self._snap())
 
     def finish(self, stop_reason: StopReason, error_message: str | None = None) -> AssistantMessage:

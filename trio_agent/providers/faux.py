@@ -166,7 +166,7 @@ class FauxCall:
     options: StreamOptions
 
 
-_faux_call = maker(FauxCall)
+_faux_call: Callable[[Model, LlmContext, StreamOptions], FauxCall] = maker(FauxCall)
 
 
 class _Script:
