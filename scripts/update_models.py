@@ -54,7 +54,7 @@ def read_catalog(tarball: Path) -> dict[str, Any]:
     """The catalog trio_agent ships, made from the pi-ai tarball ``tarball``."""
     models: dict[str, dict[str, dict[str, Any]]] = {}
     with tarfile.open(tarball) as archive:
-        package = json.load(archive.extractfile("package/package.json"))  # type: ignore[arg-type]
+        package = json.load(archive.extractfile("package/package.json"))  # type: ignore[arg-type]  # a file
         names = sorted(
             member.name
             for member in archive.getmembers()
@@ -65,7 +65,7 @@ def read_catalog(tarball: Path) -> dict[str, Any]:
         if not names:
             raise SystemExit(f"{tarball}: no catalog under {DATA} (is it a pi-ai tarball?)")
         for name in names:
-            data = json.load(archive.extractfile(name))  # type: ignore[arg-type]
+            data = json.load(archive.extractfile(name))  # type: ignore[arg-type]  # a file: not None
             for pi_api, entries in data.items():
                 api = APIS.get(pi_api)
                 if api is None:

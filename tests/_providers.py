@@ -90,7 +90,7 @@ def check_stream(events: Sequence[AssistantMessageEvent]) -> None:
         if kind == "start":
             assert event is events[0]
             continue
-        index = event.content_index  # type: ignore[union-attr]
+        index = event.content_index  # type: ignore[union-attr]  # a content event, here
         if kind.endswith("_start"):
             assert open_index is None, f"{kind} while block {open_index} is open"
             assert index not in seen

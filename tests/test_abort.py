@@ -100,7 +100,7 @@ async def test_abort_mid_stream_keeps_every_delta_received() -> None:
     assert isinstance(last, AssistantMessage)
     assert (last.text, last.stop_reason, last.error_message) == ("abcd", "aborted", ABORTED)
     assert recorder.types[-3:] == ["message_end", "turn_end", "agent_end"]
-    assert recorder.events[-3].message is last  # type: ignore[union-attr]
+    assert recorder.events[-3].message is last  # type: ignore[union-attr]  # a MessageEnd
 
 
 async def test_abort_before_the_run_starts_calls_no_model() -> None:
@@ -120,7 +120,7 @@ async def test_abort_before_the_run_starts_calls_no_model() -> None:
         "agent_end",
     ]
     assert [m.role for m in messages] == ["user", "assistant"]
-    assert messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]  # an AssistantMessage, here
 
 
 async def test_abort_during_parallel_tools_keeps_finished_results(
@@ -318,7 +318,7 @@ async def test_abort_in_the_last_turn_end_adds_no_turn() -> None:
     messages, recorder = await run(model, abort, on_event)
     assert [m.role for m in messages] == ["user", "assistant"]
     assert recorder.types[-2:] == ["turn_end", "agent_end"]
-    assert messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+    assert messages[-1].stop_reason == "stop"  # type: ignore[union-attr]  # an AssistantMessage, here
 
 
 async def test_abort_during_prepare_next_turn_delivers_pending_steering(
@@ -347,7 +347,7 @@ async def test_abort_during_prepare_next_turn_delivers_pending_steering(
     )
     assert [m.role for m in messages] == ["user", "assistant", "toolResult", "user", "assistant"]
     assert messages[3] is steer
-    assert messages[4].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert messages[4].stop_reason == "aborted"  # type: ignore[union-attr]  # an AssistantMessage, here
     assert len(model.calls) == 1
 
 
@@ -471,7 +471,7 @@ async def test_abort_is_prompt_no_virtual_time_passes(autojump_clock: trio.abc.C
         nursery.start_soon(abort_later)
         messages, _ = await run(model, abort)
     assert trio.current_time() == pytest.approx(0.105)
-    assert messages[-1].text == "x" * 10  # type: ignore[union-attr]
+    assert messages[-1].text == "x" * 10  # type: ignore[union-attr]  # an AssistantMessage, here
 
 
 @pytest.mark.parametrize("mode", ["parallel", "sequential"])
@@ -564,7 +564,15 @@ async def _garbage_of(run: Callable[[], Awaitable[object]]) -> set[str]:
         gc.enable()
 
 
-RUN_PARTS = {"_Run", "UpdatePump", "Nursery", "Task", "CancelScope", "MemoryChannelState"}
+RUN_PARTS = {
+    "Run",
+    "ToolCalls",
+    "UpdatePump",
+    "Nursery",
+    "Task",
+    "CancelScope",
+    "MemoryChannelState",
+}
 
 
 async def test_a_run_that_ended_leaves_no_reference_cycle_behind() -> None:

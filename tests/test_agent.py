@@ -301,7 +301,7 @@ async def test_abort_ends_the_run_and_prompt_returns(autojump_clock: trio.abc.Cl
     assert trio.current_time() == 1
     messages = agent.state.messages
     assert texts(messages)[2] == "Operation aborted"
-    assert messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]  # an AssistantMessage, here
     assert agent.state.error_message == "Operation aborted"
     check_transcript(messages)
 
@@ -450,7 +450,7 @@ async def test_a_sync_listener_is_refused() -> None:
         return None
 
     with pytest.raises(TypeError, match="a listener must be an async function"):
-        Agent(faux.model()).subscribe(listener)  # type: ignore[arg-type]
+        Agent(faux.model()).subscribe(listener)  # type: ignore[arg-type]  # the bad input
 
 
 async def test_the_events_channel_carries_every_event() -> None:
@@ -465,7 +465,7 @@ async def test_the_events_channel_carries_every_event() -> None:
     agent.subscribe(recorder)
     # The channel ends before the nursery waits for its consumer: on purpose.
     async with trio.open_nursery() as nursery, agent.events(buffer=4) as channel:
-        nursery.start_soon(consume, channel)  # noqa: ASYNC111
+        nursery.start_soon(consume, channel)  # noqa: ASYNC111  (on purpose: as said above)
         await agent.prompt("go")
     assert got == recorder.events
     check_event_grammar(got)
@@ -482,7 +482,7 @@ async def test_a_consumer_that_falls_behind_slows_the_run(autojump_clock: trio.a
 
     # The channel ends before the nursery waits for its consumer: on purpose.
     async with trio.open_nursery() as nursery, agent.events(buffer=2) as channel:
-        nursery.start_soon(slow_consumer, channel)  # noqa: ASYNC111
+        nursery.start_soon(slow_consumer, channel)  # noqa: ASYNC111  (on purpose: as said above)
         await agent.prompt("go")
         finished = trio.current_time()
     events = len(taken)
@@ -504,7 +504,7 @@ async def test_a_consumer_that_never_reads_does_not_hold_up_an_abort(
         nursery.start_soon(abort_soon)
         await agent.prompt("go")
     assert trio.current_time() == 5
-    assert agent.state.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert agent.state.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]  # an AssistantMessage, here
 
 
 # --- failures -----------------------------------------------------------------------------------
@@ -621,7 +621,7 @@ async def test_a_listener_that_fails_again_while_the_run_closes_leaves_the_state
         await agent.prompt("go")
     assert caught.value is error
     assert any("while closing the run" in note for note in error.__notes__)
-    assert agent.state.messages[-1].stop_reason == "error"  # type: ignore[union-attr]
+    assert agent.state.messages[-1].stop_reason == "error"  # type: ignore[union-attr]  # an AssistantMessage, here
     check_transcript(agent.state.messages)
     assert (agent.state.is_streaming, agent.state.pending_tool_calls) == (False, frozenset())
 
@@ -642,7 +642,7 @@ async def test_cancellation_from_outside_closes_the_state_and_propagates(
     state = agent.state
     assert (state.is_streaming, state.pending_tool_calls) == (False, frozenset())
     assert texts(state.messages)[2] == "Operation aborted"
-    assert state.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert state.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]  # an AssistantMessage, here
     check_transcript(state.messages)
 
 

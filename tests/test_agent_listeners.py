@@ -206,7 +206,7 @@ async def test_a_listener_cut_short_by_an_abort_leaves_the_event_owed_to_the_oth
         "turn_end",
         "agent_end",
     ]
-    assert recorder.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]
+    assert recorder.messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]  # an AssistantMessage, here
 
 
 async def test_an_abort_while_agent_end_is_told_still_lets_every_listener_hear_it() -> None:
@@ -292,7 +292,7 @@ async def test_a_cancellation_from_outside_in_a_listener_propagates_and_nobody_i
     check_event_grammar(recorder.events, complete=False)
     assert recorder.types[-1] == "message_end"  # the prompt's; the reply's start is not told
     last = agent.state.messages[-1]
-    assert (last.role, last.stop_reason) == ("assistant", "aborted")  # type: ignore[union-attr]
+    assert (last.role, last.stop_reason) == ("assistant", "aborted")  # type: ignore[union-attr]  # an AssistantMessage, here
     assert not agent.state.is_streaming
 
 

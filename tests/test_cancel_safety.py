@@ -90,7 +90,7 @@ async def test_the_loop_is_cancel_safe(autojump_clock: trio.abc.Clock, execution
         context = AgentContext(tools=trial.tools([NAP, TIDY, ECHO]))
         config = AgentLoopConfig(
             model=naps_then_done("nap", "tidy", "echo"),
-            tool_execution=execution,  # type: ignore[arg-type]
+            tool_execution=execution,  # type: ignore[arg-type]  # a ToolExecution, as str
         )
         new = await run_agent_loop(prompts, context, config, trial.recorder, abort=trial.abort)
         return [*prompts, *new]
@@ -151,7 +151,7 @@ async def swallower(tool_call_id: str, args: dict[str, Any], on_update: ToolUpda
     try:
         await trio.sleep(1)
     except trio.Cancelled:  # noqa: ASYNC103  (on purpose: the bug the kit must catch)
-        return ToolResult.text("cancelled, but who cares")  # noqa: ASYNC104
+        return ToolResult.text("cancelled, but who cares")  # noqa: ASYNC104  (the same bug)
     return ToolResult.text("done")
 
 
@@ -159,7 +159,7 @@ async def converter(tool_call_id: str, args: dict[str, Any], on_update: ToolUpda
     try:
         await trio.sleep(1)
     except BaseException as exc:  # on purpose: a tool that wraps "every failure"
-        raise RuntimeError("the tool failed") from exc  # noqa: ASYNC104
+        raise RuntimeError("the tool failed") from exc  # noqa: ASYNC104  (on purpose, as above)
     return ToolResult.text("done")
 
 
@@ -258,7 +258,7 @@ async def test_stuck_parallel_tools_are_each_named_with_their_call_and_line(
     printed = capsys.readouterr().err
     for call_id in ("p1", "p2"):
         stuck = (
-            "  task 'trio_agent._execution._execute_concurrently.<locals>.child', "
+            "  task 'trio_agent._execution.ToolCalls._execute_concurrently.<locals>.child', "
             f"in tool 'pair' (call {call_id!r}), "
             f"waiting at {line_of(pair, 'sleep(600)')} in pair (awaiting trio."
         )
@@ -362,7 +362,7 @@ async def test_bad_arguments_are_refused() -> None:
         trio.testing.assert_checkpoints(),  # a refusal is a checkpoint too
         pytest.raises(ValueError, match="modes must be 'abort' and/or 'outer', not 'later'"),
     ):
-        await assert_cancel_safe(scenario, modes=["later"])  # type: ignore[list-item]
+        await assert_cancel_safe(scenario, modes=["later"])  # type: ignore[list-item]  # the bad input
     with (
         trio.testing.assert_checkpoints(),
         pytest.raises(ValueError, match="max_points must be at least 2, not 1"),
@@ -378,7 +378,7 @@ async def test_watched_tools_run_as_usual_outside_the_fuzzer(
     with trio.move_on_after(0.5):
         await watched.execute("t", {}, _no_update)
     result = await watched.execute("t", {}, _no_update)
-    assert result.content[0].text == "done"  # type: ignore[union-attr]
+    assert result.content[0].text == "done"  # type: ignore[union-attr]  # a TextContent
 
 
 def _no_update(partial: ToolResult) -> None:

@@ -253,12 +253,12 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(
         monkeypatch.setenv("NO_COLOR", no_color)
     term = Terminal(FakeTerminal(), FakeTerminal())
     term.error("HTTP 401 from openai: bad key")
-    shown = term.err.getvalue()  # type: ignore[attr-defined]
+    shown = term.err.getvalue()  # type: ignore[attr-defined]  # a FakeTerminal, here
     assert ("\x1b[31m" in shown) is coloured
     assert "error: HTTP 401 from openai: bad key (check the API key in the environment)" in shown
     plain = Terminal(io.StringIO(), io.StringIO())
     plain.error("x")
-    assert "\x1b[" not in plain.err.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b[" not in plain.err.getvalue()  # type: ignore[attr-defined]  # a StringIO
 
 
 # --- the file tools -----------------------------------------------------------------------------
@@ -918,7 +918,7 @@ def test_provider_picks_the_catalog_providers_model_url_and_prices() -> None:
     k3 = parse_model("anthropic:k3", None, "off", "kimi-coding")
     assert (k3.provider, k3.base_url, k3.reasoning) == (
         "kimi-coding",
-        catalog.find("kimi-coding", "k3").base_url,  # type: ignore[union-attr]
+        catalog.find("kimi-coding", "k3").base_url,  # type: ignore[union-attr]  # a known model
         True,
     )
     # an id the provider does not list: its URL, the maker's defaults

@@ -29,7 +29,7 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent._loop import _ListenerFailed, _one_exception
+from trio_agent._errors import ListenerFailed, one_exception
 from trio_agent.providers import AssistantMessageBuilder, faux
 from trio_agent.testing import EventRecorder
 
@@ -196,7 +196,7 @@ async def test_a_failing_hook_ends_the_run_with_its_exception(hook: str) -> None
         await run_agent_loop(
             [UserMessage.text("go")],
             AgentContext(tools=[make_tool("echo", echo)]),
-            attrs.evolve(AgentLoopConfig(model=model), **{hook: raise_boom}),  # type: ignore[arg-type]
+            attrs.evolve(AgentLoopConfig(model=model), **{hook: raise_boom}),  # type: ignore[arg-type]  # a hook
             recorder,
         )
     assert "agent_end" not in recorder.types
@@ -204,19 +204,19 @@ async def test_a_failing_hook_ends_the_run_with_its_exception(hook: str) -> None
 
 def test_of_several_failures_the_first_escapes_with_a_note_of_the_others() -> None:
     first, second = Boom("first"), Boom("second")
-    chosen = _one_exception(ExceptionGroup("x", [first, ExceptionGroup("y", [second])]))
+    chosen = one_exception(ExceptionGroup("x", [first, ExceptionGroup("y", [second])]))
     assert chosen is first
     assert first.__notes__ == ["trio_agent: the run also raised Boom('second')"]
 
 
 def test_keyboard_interrupt_wins_over_other_failures() -> None:
     interrupt = KeyboardInterrupt()
-    assert _one_exception(BaseExceptionGroup("x", [Boom("a"), interrupt])) is interrupt
+    assert one_exception(BaseExceptionGroup("x", [Boom("a"), interrupt])) is interrupt
 
 
 def test_a_listener_failure_is_unwrapped() -> None:
     error = Boom("listener")
-    assert _one_exception(BaseExceptionGroup("x", [_ListenerFailed(error)])) is error
+    assert one_exception(BaseExceptionGroup("x", [ListenerFailed(error)])) is error
 
 
 async def test_convert_to_llm_hooks_receive_a_read_only_view() -> None:

@@ -120,7 +120,7 @@ async def test_sequential_config_runs_one_call_after_another(
     start = trio.current_time()
     _, recorder = await run(THREE, [sleeper()], tool_execution="sequential")
     per_call = [
-        (e.type, getattr(e, "tool_call_id", None) or e.message.tool_call_id)  # type: ignore[union-attr]
+        (e.type, getattr(e, "tool_call_id", None) or e.message.tool_call_id)  # type: ignore[union-attr]  # tool events
         for e in recorder.events
         if e.type.startswith("tool_")
         or (e.type == "message_start" and e.message.role == "toolResult")
@@ -163,7 +163,7 @@ async def test_a_sequential_tool_swapped_in_between_turns_makes_its_batch_sequen
 async def test_an_unknown_tool_is_answered_at_once_during_preparation() -> None:
     reply = calls(("t1", "nope", {"x": 1}), ("t2", "echo", {"value": "ok"}))
     messages, recorder = await run(reply, [ECHO])
-    tool_events = [(e.type, e.tool_call_id) for e in recorder.events if e.type.startswith("tool_")]  # type: ignore[union-attr]
+    tool_events = [(e.type, e.tool_call_id) for e in recorder.events if e.type.startswith("tool_")]  # type: ignore[union-attr]  # by type
     assert tool_events == [
         ("tool_execution_start", "t1"),
         ("tool_execution_end", "t1"),
@@ -589,7 +589,7 @@ def test_a_plain_function_as_execute_is_refused_with_a_hint() -> None:
     with pytest.raises(
         ToolDefinitionError, match=r"execute must be an async function.*@trio_agent\.tool"
     ):
-        AgentTool(name="s", description="", parameters={"type": "object"}, execute=execute)  # type: ignore[arg-type]
+        AgentTool(name="s", description="", parameters={"type": "object"}, execute=execute)  # type: ignore[arg-type]  # bad input
 
 
 @pytest.mark.parametrize("arguments", [["x"], "text", None, 5])

@@ -172,7 +172,7 @@ def chat_cases(draw: st.DrawFn) -> tuple[ChatReply, Fault, tuple[int, int]]:
     elif kind == "truncated":
         fault = Fault("truncated", draw(st.integers(0, reply.done)))
     else:
-        fault = Fault(kind, draw(st.integers(0, reply.done + 1)))  # type: ignore[arg-type]
+        fault = Fault(kind, draw(st.integers(0, reply.done + 1)))  # type: ignore[arg-type]  # a kind
     low = draw(st.integers(1, 8))
     return reply, fault, (low, low + draw(st.integers(0, 8)))
 

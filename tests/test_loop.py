@@ -81,7 +81,7 @@ async def test_the_run_returns_its_new_messages_and_leaves_the_context_alone() -
     assert old == kept
     assert context.messages is old
     assert [m.role for m in messages] == ["user", "assistant"]
-    assert recorder.events[-1].messages == tuple(messages)  # type: ignore[union-attr]
+    assert recorder.events[-1].messages == tuple(messages)  # type: ignore[union-attr]  # an AgentEnd
 
 
 async def test_prompts_are_announced_in_order_before_the_first_reply() -> None:
@@ -311,7 +311,7 @@ async def test_transform_context_and_convert_to_llm_decide_what_the_model_sees()
     context = AgentContext(messages=[UserMessage.text("old")], tools=[])
     model = faux.model(["ok"])
     await run(model, context=context, transform_context=keep_last, convert_to_llm=convert)
-    texts = [m.content[0].text for m in model.calls[0].context.messages]  # type: ignore[union-attr]
+    texts = [m.content[0].text for m in model.calls[0].context.messages]  # type: ignore[union-attr]  # texts
     assert texts == ["converted", "hi"]
 
 
@@ -369,7 +369,7 @@ async def test_continue_runs_from_the_context_and_returns_only_new_messages() ->
     )
     assert [m.role for m in messages] == ["assistant"]
     assert recorder.types[:3] == ["agent_start", "turn_start", "message_start"]
-    assert recorder.events[2].message.role == "assistant"  # type: ignore[union-attr]
+    assert recorder.events[2].message.role == "assistant"  # type: ignore[union-attr]  # MessageStart
 
 
 @pytest.mark.parametrize(
@@ -407,7 +407,7 @@ async def test_a_refused_run_is_a_checkpoint_too() -> None:
         pass
     good, bad = AgentLoopConfig(model=model), AgentLoopConfig(model=unknown)
     refusals: list[tuple[Any, type[Exception]]] = [
-        (lambda: run_agent_loop("hi", AgentContext(), good, _noop), TypeError),  # type: ignore[arg-type]
+        (lambda: run_agent_loop("hi", AgentContext(), good, _noop), TypeError),  # type: ignore[arg-type]  # bad input
         (lambda: run_agent_loop(hi(), AgentContext(), bad, _noop), UnknownApiError),
         (lambda: run_agent_loop(hi(), AgentContext(), good, _noop, used), RuntimeError),
         (lambda: run_agent_loop_continue(AgentContext(messages=hi()), bad, _noop), UnknownApiError),
@@ -432,7 +432,7 @@ async def test_an_unknown_api_is_an_error_before_any_event() -> None:
 async def test_a_string_prompt_is_refused_with_a_hint() -> None:
     with pytest.raises(TypeError, match=r"prompts must be a sequence of messages, not str"):
         await run_agent_loop(
-            "hi",  # type: ignore[arg-type]
+            "hi",  # type: ignore[arg-type]  # the bad input
             AgentContext(),
             AgentLoopConfig(model=faux.model()),
             EventRecorder(),
@@ -442,7 +442,7 @@ async def test_a_string_prompt_is_refused_with_a_hint() -> None:
 async def test_a_prompt_that_is_not_a_message_is_named() -> None:
     with pytest.raises(TypeError, match=r"prompts\[1\] is 'oops', not a message"):
         await run_agent_loop(
-            [UserMessage.text("ok"), "oops"],  # type: ignore[list-item]
+            [UserMessage.text("ok"), "oops"],  # type: ignore[list-item]  # the bad input
             AgentContext(),
             AgentLoopConfig(model=faux.model()),
             EventRecorder(),
@@ -471,14 +471,14 @@ def test_tool_execution_must_be_a_known_mode() -> None:
     with pytest.raises(
         ValueError, match="tool_execution must be 'parallel' or 'sequential', not 'eager'"
     ):
-        AgentLoopConfig(model=faux.model(), tool_execution="eager")  # type: ignore[arg-type]
+        AgentLoopConfig(model=faux.model(), tool_execution="eager")  # type: ignore[arg-type]  # the bad input
 
 
 async def test_a_stream_without_start_still_announces_its_message() -> None:
     model = faux.model([faux.reply("whole", emit_start=False)])
     messages, recorder = await run(model)
     assert recorder.types[4:7] == ["message_start", "message_end", "turn_end"]
-    assert recorder.events[4].message is messages[1]  # type: ignore[union-attr]
+    assert recorder.events[4].message is messages[1]  # type: ignore[union-attr]  # MessageStart
 
 
 async def test_a_stream_function_may_return_without_a_terminal_event() -> None:
@@ -526,7 +526,7 @@ async def test_a_sync_listener_is_refused_by_name() -> None:
             hi(),
             AgentContext(),
             AgentLoopConfig(model=faux.model()),
-            plain_listener,  # type: ignore[arg-type]
+            plain_listener,  # type: ignore[arg-type]  # the bad input
         )
 
 
@@ -535,7 +535,7 @@ def test_a_sync_hook_is_refused_by_name() -> None:
         return []
 
     with pytest.raises(TypeError, match="get_steering_messages must be an async function"):
-        AgentLoopConfig(model=faux.model(), get_steering_messages=steering)  # type: ignore[arg-type]
+        AgentLoopConfig(model=faux.model(), get_steering_messages=steering)  # type: ignore[arg-type]  # bad input
 
 
 async def test_of_two_tools_with_one_name_the_first_wins() -> None:
@@ -552,4 +552,4 @@ async def test_of_two_tools_with_one_name_the_first_wins() -> None:
     messages, _ = await run(
         model, context=AgentContext(tools=[make_tool("t", first), make_tool("t", second)])
     )
-    assert messages[2].content == (TextContent("first"),)  # type: ignore[union-attr]
+    assert messages[2].content == (TextContent("first"),)  # type: ignore[union-attr]  # a result

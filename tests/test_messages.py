@@ -58,6 +58,7 @@ def test_assistant_message_defaults() -> None:
         "stop_reason": "stop",
         "error_message": None,
         "response_id": None,
+        "provider_thinking_level": None,
         "timestamp": 5,
     }
     assert expected == attrs.asdict(message, recurse=False)

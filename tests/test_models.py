@@ -328,7 +328,7 @@ async def test_a_run_costs_what_the_catalog_prices_say() -> None:
             await agent.prompt("hi")
     reply = agent.state.messages[-1]
     expected = (25 * 3 + 12 * 15 + 100 * 0.3) / 1e6
-    assert reply.usage.cost.total == pytest.approx(expected)  # type: ignore[union-attr]
+    assert reply.usage.cost.total == pytest.approx(expected)  # type: ignore[union-attr]  # an AssistantMessage, here
     line = usage_line(agent.state.messages, model)
     assert line == "  used 25 tokens in, 12 out (100 cache read): $0.0003"
 
@@ -447,7 +447,7 @@ def test_the_catalogs_tiered_prices_are_kept() -> None:
     tiered = [model for model in models.list() if model.cost.tiers]
     assert len(tiered) == 18
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
-        gpt.cost.tiers[0].input = 0  # type: ignore[misc]
+        gpt.cost.tiers[0].input = 0  # type: ignore[misc]  # refused: frozen
 
 
 @pytest.mark.parametrize(
@@ -497,7 +497,7 @@ async def test_a_run_is_priced_by_its_tier() -> None:
         agent = Agent(model, api_key="test-key")
         with trio.fail_after(30):
             await agent.prompt("hi")
-    cost = agent.state.messages[-1].usage.cost  # type: ignore[union-attr]
+    cost = agent.state.messages[-1].usage.cost  # type: ignore[union-attr]  # an AssistantMessage, here
     assert (cost.input, cost.output, cost.cache_read) == pytest.approx((150e-6, 270e-6, 60e-6))
     assert cost.total == pytest.approx(480e-6)
 

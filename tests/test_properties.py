@@ -160,7 +160,7 @@ def check_events(result: ScenarioResult) -> None:
     if failed_again and result.via == "agent":  # told no more after it failed
         assert result.timeline[-1].kind == "listener_failure", result.timeline[-3:]
     if result.via == "loop" and result.returned:
-        assert list(events[-1].messages) == result.transcript  # type: ignore[union-attr]
+        assert list(events[-1].messages) == result.transcript  # type: ignore[union-attr]  # an AgentEnd
     reported: dict[str, list[str]] = {}
     for mark in result.timeline:
         if mark.kind == "tool_update":

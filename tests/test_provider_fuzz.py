@@ -281,7 +281,7 @@ def check_reply(message: AssistantMessage, events: list[AssistantMessageEvent]) 
     """One well-formed stream, ending with ``message``, which holds what its types say."""
     check_stream(events)
     last = events[-1]
-    assert (last.message if last.type == "done" else last.error) is message  # type: ignore[union-attr]
+    assert (last.message if last.type == "done" else last.error) is message  # type: ignore[union-attr]  # done or error
     if message.stop_reason == "error":
         assert isinstance(message.error_message, str)
         assert message.error_message.strip()
@@ -315,7 +315,7 @@ def check_reply(message: AssistantMessage, events: list[AssistantMessageEvent]) 
     assert message.response_id is None or type(message.response_id) is str
     for event in events[:-1]:  # every partial message can be read
         if event.type != "start":
-            assert event.partial.content is not None  # type: ignore[union-attr]
+            assert event.partial.content is not None  # type: ignore[union-attr]  # not a start
 
 
 # --- fuzzing the parsers --------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def reply(
         provider="google",
         model=MODEL_ID,
         usage=usage,
-        stop_reason=stop,  # type: ignore[arg-type]
+        stop_reason=stop,  # type: ignore[arg-type]  # a StopReason, given as str
         error_message=error,
         response_id=response_id,
         timestamp=0,
@@ -178,7 +178,7 @@ async def test_every_body_gives_its_message_however_it_is_cut(
     expected = REPLIES[name]
     assert attrs.evolve(result.message, timestamp=0) == expected
     last = result.events[-1]
-    final = last.error if isinstance(last, StreamError) else last.message  # type: ignore[union-attr]
+    final = last.error if isinstance(last, StreamError) else last.message  # type: ignore[union-attr]  # a StreamDone
     assert (last.type, final) == (
         "error" if expected.stop_reason == "error" else "done",
         result.message,
@@ -248,7 +248,7 @@ async def test_a_function_call_is_one_start_delta_and_end(clock: Any) -> None:
     async with open_sse_server(sse("function_call.sse")) as server:
         result = await call(google.stream, model(server.url))
     calls = [
-        (e.type, getattr(e, "delta", None), e.content_index)  # type: ignore[union-attr]
+        (e.type, getattr(e, "delta", None), e.content_index)  # type: ignore[union-attr]  # content events
         for e in result.events
         if e.type.startswith("toolcall")
     ]
@@ -291,7 +291,7 @@ async def test_generated_ids_are_the_same_for_the_same_reply(clock: Any) -> None
 async def test_usage_is_cumulative_each_report_replaces_the_last(clock: Any) -> None:
     async with open_sse_server(sse("cumulative_usage.sse")) as server:
         result = await call(google.stream, model(server.url, "gemini-2.5-pro"))
-    usages = [e.partial.usage for e in result.events if e.type.endswith("_delta")]  # type: ignore[union-attr]
+    usages = [e.partial.usage for e in result.events if e.type.endswith("_delta")]  # type: ignore[union-attr]  # deltas
     assert usages == [
         Usage(input=100, output=30, cache_read=2000, total_tokens=2130),
         Usage(input=100, output=57, cache_read=2000, total_tokens=2157),
@@ -322,7 +322,7 @@ def sent_by_this_model(*content: Any, stop: str = "toolUse") -> AssistantMessage
         api="google-generative-ai",
         provider="google",
         model=MODEL_ID,
-        stop_reason=stop,  # type: ignore[arg-type]
+        stop_reason=stop,  # type: ignore[arg-type]  # a StopReason, given as str
     )
 
 
@@ -734,7 +734,7 @@ async def test_a_tool_loop_replays_the_call_with_its_signature(clock: Any) -> No
             EventRecorder(),
             stream_fn=google.stream,
         )
-    assert messages[-1].text == "The tool said ping ✓."  # type: ignore[union-attr]
+    assert messages[-1].text == "The tool said ping ✓."  # type: ignore[union-attr]  # an AssistantMessage, here
     assert server.requests[1].json["contents"] == [
         {"role": "user", "parts": [{"text": "ping"}]},
         {

@@ -813,7 +813,7 @@ async def test_a_tool_loop_sends_the_calls_and_their_outputs_back(clock: Any) ->
             EventRecorder(),
             stream_fn=openai_responses.stream,
         )
-    assert messages[-1].text == "Hello, wörld \u2028 ✓"  # type: ignore[union-attr]
+    assert messages[-1].text == "Hello, wörld \u2028 ✓"  # type: ignore[union-attr]  # an AssistantMessage, here
     assert server.requests[1].json["input"][1:] == [
         {
             "type": "function_call",

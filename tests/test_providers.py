@@ -49,7 +49,7 @@ async def test_a_registered_stream_function_serves_its_api(custom_api: str) -> N
         EventRecorder(),
     )
     assert seen == ["m1"]
-    assert messages[-1].text == "custom"  # type: ignore[union-attr]
+    assert messages[-1].text == "custom"  # type: ignore[union-attr]  # an AssistantMessage, here
     assert custom_api in providers.registered_apis()
 
 

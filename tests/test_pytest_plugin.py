@@ -14,7 +14,7 @@ from pathlib import Path
 # a table of httpcore's exception classes; were that first request made in a
 # run here, the table would hold a removed copy's classes, and the later
 # provider tests would get httpcore's exceptions unmapped.
-import httpcore  # noqa: F401
+import httpcore  # noqa: F401  (imported for that, as said above)
 import pytest
 
 pytest_plugins = ["pytester"]

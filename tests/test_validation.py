@@ -361,7 +361,7 @@ def test_typebox_message(sub: dict[str, Any], value: Any, message: str) -> None:
 
 def test_false_subschema() -> None:
     expected = ["  - v: schema is false"]
-    assert expected == error_lines(one_property(False), {"v": 1})  # type: ignore[arg-type]
+    assert expected == error_lines(one_property(False), {"v": 1})  # type: ignore[arg-type]  # the point
 
 
 def test_false_items_report_each_item() -> None:
@@ -414,13 +414,13 @@ def test_invalid_schema_names_the_tool() -> None:
 
 def test_non_mapping_schema_names_the_tool() -> None:
     with pytest.raises(ToolDefinitionError, match="tool 'broken'"):
-        compile_validator(["object"], tool_name="broken")  # type: ignore[arg-type]
+        compile_validator(["object"], tool_name="broken")  # type: ignore[arg-type]  # the bad input
 
 
 def test_schema_given_is_not_kept_by_reference() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
     validator = compile_validator(schema, tool_name="t")
-    schema["properties"]["n"]["type"] = "string"  # type: ignore[index]
+    schema["properties"]["n"]["type"] = "string"  # type: ignore[index]  # a dict, here
     expected = {"n": 7}
     assert expected == validator.validate("t", {"n": "7"})
 
@@ -542,7 +542,7 @@ def test_arguments_that_are_not_an_object() -> None:
     expected = (
         'Validation failed for tool "echo":\n  - root: must be object\n\nReceived arguments:\nnull'
     )
-    assert expected == failure(ECHO, None, tool="echo")  # type: ignore[arg-type]
+    assert expected == failure(ECHO, None, tool="echo")  # type: ignore[arg-type]  # the bad input
 
 
 # ------------------------------------------------------------------ optional nulls (pi 0.85)

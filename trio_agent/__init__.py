@@ -12,6 +12,7 @@ private. Model providers live in :mod:`trio_agent.providers`.
 
 from __future__ import annotations
 
+from . import _public
 from ._agent import Agent as Agent
 from ._agent import AgentBusyError as AgentBusyError
 from ._agent import AgentListener as AgentListener
@@ -185,3 +186,5 @@ __all__ = [
     "to_json",
     "tool",
 ]
+
+_public.fixup_module_metadata(__name__, globals())

@@ -30,6 +30,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeAlias
 
+import attrs
 import trio
 
 from ._config import (
@@ -47,7 +48,7 @@ from ._config import (
 from ._errors import TrioAgentError
 from ._events import AgentEvent, MessageStart, MessageUpdate
 from ._execution import ABORTED
-from ._loop import _drive, _resolve_stream_fn, _Run, default_convert_to_llm
+from ._loop import Run, check_stream_fn, default_convert_to_llm, drive
 from ._messages import AgentMessage, ImageContent, Message, TextContent, UserMessage
 from ._model import Model
 from ._stream import StreamFn, Timeouts
@@ -60,6 +61,18 @@ QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
 AgentListener: TypeAlias = Callable[[AgentEvent], Awaitable[None]]
 
 _DEFAULT_TIMEOUTS = Timeouts()
+
+# The options are declared once, as the fields of AgentLoopConfig. An agent fills these
+# in for each run, from its state and its queues; every other field is an option: a
+# constructor keyword of the same name, type and default (tests/test_options.py checks
+# it), kept as given and copied into each run's config.
+_PER_RUN_FIELDS = frozenset(
+    {"model", "reasoning", "get_steering_messages", "get_follow_up_messages"}
+)
+_OPTIONS = tuple(
+    field.name for field in attrs.fields(AgentLoopConfig) if field.name not in _PER_RUN_FIELDS
+)
+
 _BUSY_PROMPT = (
     "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, "
     "or wait for completion."
@@ -193,10 +206,15 @@ class Agent:
         agent.steer("Look at the tests too.")         # sync, from any task
         agent.abort()                                 # sync, idempotent
 
-    Every constructor keyword but ``model`` is optional; the hooks are those
-    of :class:`~trio_agent.AgentLoopConfig`. Everything a run needs is
-    snapshotted when it starts, so changing the agent during a run (its
-    model, tools, system prompt, hooks) affects the next run.
+    Every constructor keyword but ``model`` is optional. The options and
+    hooks are the fields of :class:`~trio_agent.AgentLoopConfig`, with the
+    same names, types and defaults (``headers`` may also be ``None``, its
+    default: none); the agent fills in the other fields for each run:
+    ``model``, ``reasoning`` (from ``thinking_level``) and the queues'
+    ``get_steering_messages`` and ``get_follow_up_messages``. Everything a
+    run needs is snapshotted when it starts, so changing the agent during a
+    run (its model, tools, system prompt, thinking level) affects the next
+    run.
 
     Checkpoints: the async methods are always checkpoints; the sync ones
     (``steer``, ``follow_up``, ``abort``, the setters and getters) never are.
@@ -238,28 +256,14 @@ class Agent:
         max_retry_delay: float = 60.0,
         timeouts: Timeouts = _DEFAULT_TIMEOUTS,
     ) -> None:
+        keywords = locals()  # before any other local: the arguments, by name
         if not isinstance(model, Model):
             raise TypeError(f"model must be a trio_agent.Model, not {model!r:.80}")
-        # A config made now checks every hook and option once, with clear errors.
-        self._config = AgentLoopConfig(
-            model=model,
-            api_key=api_key,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            session_id=session_id,
-            headers=dict(headers or {}),
-            max_retries=max_retries,
-            max_retry_delay=max_retry_delay,
-            timeouts=timeouts,
-            tool_execution=tool_execution,
-            convert_to_llm=convert_to_llm,
-            transform_context=transform_context,
-            get_api_key=get_api_key,
-            before_tool_call=before_tool_call,
-            after_tool_call=after_tool_call,
-            should_stop_after_turn=should_stop_after_turn,
-            prepare_next_turn=prepare_next_turn,
-        )
+        # A config made now checks every hook and option once, with clear errors; each
+        # run's config is a copy of it (_loop_config).
+        options = {name: keywords[name] for name in _OPTIONS}
+        options["headers"] = dict(headers or {})
+        self._config = AgentLoopConfig(model=model, **options)
         self._stream_fn = stream_fn
         self._system_prompt = system_prompt
         self._model = model
@@ -542,11 +546,11 @@ class Agent:
                     _note(error, f"listener {_name(listener)} also raised {exc!r} at {event.type}")
             # Not swallowed: error is raised in its place, and the cancelled scope stays
             # cancelled (see above).
-            except trio.Cancelled:  # noqa: ASYNC103
+            except trio.Cancelled:  # noqa: ASYNC103  # re-raised, or error raised in its place
                 if closing or error is None:
                     raise
                 self._owe(event, listeners[index + 1 :])
-                return error  # noqa: ASYNC104
+                return error  # noqa: ASYNC104  # the caller raises error, the scope stays cancelled
         return error
 
     def _owe(self, event: AgentEvent, listeners: tuple[AgentListener, ...]) -> None:
@@ -669,6 +673,8 @@ class Agent:
         self.clear_all_queues()
 
     def _loop_config(self, skip_first_steering_poll: bool) -> AgentLoopConfig:
+        """The config of a run starting now: the options, with the agent's model, thinking
+        level and queues."""
         skip = skip_first_steering_poll
         steering, follow_ups = self._steering, self._follow_ups
 
@@ -684,27 +690,13 @@ class Agent:
 
         level = self._thinking_level
         config = self._config
-        return AgentLoopConfig(
+        return attrs.evolve(
+            config,
             model=self._model,
-            api_key=config.api_key,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
             reasoning=None if level == "off" else level,
-            session_id=config.session_id,
-            headers=config.headers,
-            max_retries=config.max_retries,
-            max_retry_delay=config.max_retry_delay,
-            timeouts=config.timeouts,
-            tool_execution=config.tool_execution,
             convert_to_llm=config.convert_to_llm or default_convert_to_llm,
-            transform_context=config.transform_context,
-            get_api_key=config.get_api_key,
             get_steering_messages=get_steering_messages,
             get_follow_up_messages=get_follow_up_messages,
-            before_tool_call=config.before_tool_call,
-            after_tool_call=config.after_tool_call,
-            should_stop_after_turn=config.should_stop_after_turn,
-            prepare_next_turn=config.prepare_next_turn,
         )
 
     async def _run_loop(
@@ -715,7 +707,7 @@ class Agent:
         """One run, in this task; ``make_prompts`` may refuse its input (a checkpoint first)."""
         config = self._loop_config(skip_first_steering_poll)
         try:
-            stream_fn = _resolve_stream_fn(config, self._stream_fn)
+            stream_fn = check_stream_fn(config, self._stream_fn)
             prompts = make_prompts()
         except Exception as exc:  # bad input or an unknown api: refused before anything runs
             refused: Exception | None = exc
@@ -725,12 +717,12 @@ class Agent:
             await trio.lowlevel.checkpoint()
             raise refused
         context = AgentContext(self._system_prompt, self._messages, self._tools)
-        run = _Run(context, config, self._process, stream_fn)
+        run = Run(context, config, self._process, stream_fn)
         active = self._run = _ActiveRun()
         self._streaming = None
         self._error_message = None
         try:
-            await _drive(
+            await drive(
                 run, prompts, active.abort, on_error=self._fail, on_interrupt=self._interrupted
             )
             if self._owed is not None:
@@ -746,7 +738,7 @@ class Agent:
             self._run = None
             active.done.set()
 
-    async def _fail(self, run: _Run, error: Exception) -> None:
+    async def _fail(self, run: Run, error: Exception) -> None:
         """Close a run that failed: every listener hears every closing event.
 
         What a listener raises meanwhile is noted on ``error`` (which the run
@@ -764,7 +756,7 @@ class Agent:
             for event in events:  # what no listener could be told
                 self._reduce(event)
 
-    def _interrupted(self, run: _Run, interruption: BaseException) -> None:
+    def _interrupted(self, run: Run, interruption: BaseException) -> None:
         """Close the state of a run cancelled from outside, without calling anyone."""
         self._owed = None
         for event in run.closing_events("aborted", ABORTED):

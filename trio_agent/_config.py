@@ -132,6 +132,9 @@ def _hidden(key: str | None) -> str:
     return "None" if key is None else "'***'"
 
 
+# The one declaration of the run options. Agent takes each field it does not fill in
+# itself as a keyword of the same name, type and default, and copies it into every run's
+# config; docs/api.md describes each field. tests/test_options.py checks all three.
 @attrs.frozen(kw_only=True)
 class AgentLoopConfig:
     """How a run talks to its model and which hooks it calls. Only ``model`` is required.
@@ -200,3 +203,33 @@ class AgentLoopConfig:
     def _check_tool_execution(self, attribute: attrs.Attribute[str], value: str) -> None:
         if value not in ("parallel", "sequential"):
             raise ValueError(f"tool_execution must be 'parallel' or 'sequential', not {value!r}")
+
+
+def check_messages(name: str, messages: Any) -> None:
+    """``TypeError`` unless ``messages`` is a sequence of messages (objects with a role)."""
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise TypeError(
+            f"{name} must be a sequence of messages, not {type(messages).__name__} "
+            f"{messages!r:.80}; for text, pass [UserMessage.text(...)]"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(getattr(message, "role", None), str):
+            raise TypeError(
+                f"{name}[{index}] is {message!r:.80}, not a message (an object with a role)"
+            )
+
+
+def check_run_arguments(context: Any, config: Any, emit: Any) -> None:
+    """``TypeError`` unless the arguments of a run are of the types it takes."""
+    if not isinstance(context, AgentContext):
+        raise TypeError(f"context must be an AgentContext, not {type(context).__name__}")
+    if not isinstance(config, AgentLoopConfig):
+        raise TypeError(f"config must be an AgentLoopConfig, not {type(config).__name__}")
+    if not callable(emit):
+        raise TypeError(f"emit must be an async callable taking an event, not {emit!r}")
+    if inspect.isfunction(emit) and not inspect.iscoroutinefunction(emit):
+        raise TypeError(
+            "emit must be an async function (async def), "
+            f"not the plain function {emit.__qualname__}"
+        )
+    check_messages("context.messages", context.messages)

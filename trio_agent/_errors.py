@@ -5,10 +5,17 @@ builtin it is closest to, so a generic ``except ValueError`` still catches a
 bad argument::
 
     TrioAgentError(Exception)
+    ├── AgentBusyError(RuntimeError)     an ``Agent`` asked to prompt, continue, reset or
+    │                                    replace its messages during a run
     ├── ToolArgumentsError(ValueError)   tool-call arguments failed their JSON Schema
     ├── ToolDefinitionError(ValueError)  a tool is malformed (bad schema, bad signature)
     ├── TranscriptError(ValueError)      ``loads()`` got JSON that is not a valid transcript
     └── UnknownApiError(LookupError)     no stream function is registered for ``model.api``
+
+``AgentBusyError`` is defined with :class:`trio_agent.Agent`. The exceptions of
+:mod:`trio_agent.testing.strategies` (``BehaviourError``, ``InjectedFailure``)
+are not ours in this sense: they stand for the failures of a user's tool,
+listener or stream, which a scenario injects.
 
 What a *run* lets escape is described in ``loop.md`` §7 and by
 :func:`trio_agent.run_agent_loop`: the original exception of a listener or a
@@ -18,6 +25,8 @@ data (error results and error messages), not exceptions.
 """
 
 from __future__ import annotations
+
+import trio
 
 __all__ = [
     "ToolArgumentsError",
@@ -55,3 +64,47 @@ class TranscriptError(TrioAgentError, ValueError):
 
 class UnknownApiError(TrioAgentError, LookupError):
     """No stream function is registered for a model's ``api``."""
+
+
+# --- what a run lets escape (internal) ---------------------------------------------------------
+
+
+class ListenerFailed(BaseException):
+    """A listener's exception on its way out through a stream function.
+
+    A ``BaseException``, so that a provider's ``except Exception`` (meant for
+    network errors) cannot swallow it; the loop unwraps it as soon as the
+    stream function has let it through.
+    """
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(original)
+        self.original = original
+
+
+def one_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception a run lets escape from its nursery's group (invariant 8).
+
+    Precedence: ``KeyboardInterrupt`` and other non-``Exception`` errors, then
+    the first ``Exception`` (a listener's or a hook's), then ``Cancelled``
+    (what a cancellation from outside the run leaves).
+    """
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(reversed(exc.exceptions))
+        elif isinstance(exc, ListenerFailed):
+            leaves.append(exc.original)
+        else:
+            leaves.append(exc)
+    for leaf in leaves:
+        if not isinstance(leaf, Exception | trio.Cancelled):
+            return leaf
+    errors = [leaf for leaf in leaves if isinstance(leaf, Exception)]
+    if errors:
+        for other in errors[1:]:
+            errors[0].add_note(f"trio_agent: the run also raised {other!r}")
+        return errors[0]
+    return leaves[0]

@@ -17,10 +17,7 @@ run as child tasks of the run's nursery; each records its outcome in its own
 slot (:class:`CallState`) and then reports over a memory channel, and the loop
 task — the only task that emits while they run — emits their updates and ends
 as they arrive, then the result messages in source order. A call running in
-the loop task reports progress through a small pump task of the run (the loop
-task is busy running the tool), and the loop waits for the pump to drain
-before it emits the call's end, so updates always precede the end and
-listeners are never called concurrently.
+the loop task reports progress through the run's update pump (:mod:`._pump`).
 
 Hooks run in the loop task only: ``before_tool_call`` while the calls are
 prepared, ``after_tool_call`` when the loop takes a finished call in (so
@@ -28,43 +25,64 @@ after-hooks of calls that finish together run in source order, and never at
 the same time). Only the tools themselves run concurrently.
 
 After an abort or a failure, :func:`closing_batch_events` gives every call
-exactly one result: the one it finished with, or "Operation aborted".
+exactly one result: the one it finished with, or "Operation aborted". The run
+is seen through :class:`Host`, the little of it a batch needs.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Awaitable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 import trio
 
-from ._cancel import CancelProbe, cancel_probe, children_probe
-from ._config import AfterToolCallContext, BeforeToolCallContext
+from ._cancel import children_probe
+from ._config import AfterToolCallContext, AgentContext, AgentLoopConfig, BeforeToolCallContext
 from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._frozen import maker
 from ._messages import (
+    AgentMessage,
     AssistantMessage,
     TextContent,
     ToolCall,
     ToolResult,
+    ToolResultContent,
     ToolResultMessage,
+    Usage,
     now_ms,
 )
+from ._pump import UpdatePump
 from ._tools import AgentTool
 
-if TYPE_CHECKING:
-    from ._loop import _Run
-
-__all__ = ["ABORTED", "Batch", "CallState", "UpdatePump", "closing_batch_events", "run_batch"]
+__all__ = ["ABORTED", "Batch", "CallState", "Host", "ToolCalls", "closing_batch_events"]
 
 ABORTED = "Operation aborted"
 _BLOCKED = "Tool execution was blocked"
 
 BatchMode = Literal["parallel", "sequential", "truncated"]
 _T = TypeVar("_T")
+
+
+class Host(Protocol):
+    """What executing a batch needs of the run it belongs to (the loop's ``Run``): its
+    options and tools, where its child tasks live, the context the hooks see, emitting
+    (from the run's own task; :meth:`emit_checked` from another), announcing result
+    messages (recorded in the transcript and in what the run owes), and its abort."""
+
+    config: AgentLoopConfig
+    nursery: trio.Nursery
+
+    @property
+    def tool_map(self) -> Mapping[str, AgentTool]: ...
+    def context(self) -> AgentContext: ...
+    def emit(self, event: AgentEvent) -> Awaitable[None]: ...
+    async def emit_checked(self, event: AgentEvent) -> None: ...
+    def announce_events(self, message: AgentMessage) -> Iterator[AgentEvent]: ...
+    async def announce(self, messages: Iterable[AgentMessage]) -> None: ...
+    async def stop_if_cancelled(self) -> None: ...
 
 
 def error_result(text: str) -> ToolResult:
@@ -147,10 +165,14 @@ class Batch:
 
 
 # Made field by field in order (see _frozen.maker): a few of each per call.
-_execution_start = maker(ToolExecutionStart)
-_execution_update = maker(ToolExecutionUpdate)
-_execution_end = maker(ToolExecutionEnd)
-_result_message_of = maker(ToolResultMessage)
+_execution_start: Callable[[str, str, Any], ToolExecutionStart] = maker(ToolExecutionStart)
+_execution_update: Callable[[str, str, Any, ToolResult], ToolExecutionUpdate] = maker(
+    ToolExecutionUpdate
+)
+_execution_end: Callable[[str, str, ToolResult, bool], ToolExecutionEnd] = maker(ToolExecutionEnd)
+_result_message_of: Callable[
+    [str, str, tuple[ToolResultContent, ...], Any, bool, Usage | None, int], ToolResultMessage
+] = maker(ToolResultMessage)
 
 
 # Each ``_*_event`` function records that the event is emitted and returns it;
@@ -188,21 +210,17 @@ def _result_message(state: CallState) -> ToolResultMessage:
     return message
 
 
-def _announce(run: _Run, state: CallState) -> Awaitable[None]:
-    return run.announce((_result_message(state),))
-
-
 # --- preparing and executing ------------------------------------------------------------
 
 
-def _prepare(run: _Run, state: CallState) -> bool:
+def _prepare(host: Host, state: CallState) -> bool:
     """Find the tool, shim and validate the arguments: whether the call can run.
 
     On success ``state.tool`` and ``state.args`` are set; on failure the call
     gets its (error) result now.
     """
     call = state.tool_call
-    tool = run.tool_map.get(call.name)
+    tool = host.tool_map.get(call.name)
     if tool is None:
         state.result = error_result(f"Tool {call.name} not found")
         return False
@@ -218,10 +236,10 @@ def _prepare(run: _Run, state: CallState) -> bool:
     return True
 
 
-async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
+async def _ask_before(host: Host, batch: Batch, state: CallState) -> None:
     """Ask ``before_tool_call`` (the run has one) about a prepared call: a block,
     or the hook's failure, is the call's result."""
-    before = run.config.before_tool_call
+    before = host.config.before_tool_call
     assert before is not None
     try:
         verdict = await before(
@@ -229,11 +247,11 @@ async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
                 assistant_message=batch.assistant,
                 tool_call=state.tool_call,
                 args=state.args,
-                context=run.context(),
+                context=host.context(),
             )
         )
         # An abort the hook did not notice still stops the call here.
-        await run.stop_if_cancelled()
+        await host.stop_if_cancelled()
         if verdict is not None and verdict.block:
             result = error_result(verdict.reason or _BLOCKED)
             if verdict.terminate is True:
@@ -243,18 +261,15 @@ async def _ask_before(run: _Run, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
-async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | None = None) -> None:
+async def _execute(state: CallState, on_update: Callable[[ToolResult], None]) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
 
-    ``cancelled``: a cancel probe valid in the calling task, if there is one.
-    Cancellation: ``Cancelled`` propagates and nothing is recorded.
+    The caller has checked that the run is not aborted. Cancellation:
+    ``Cancelled`` propagates and nothing is recorded.
     """
     tool = state.tool
     assert tool is not None
     call = state.tool_call
-    # An abort starts no further tool; nor does a pending KeyboardInterrupt.
-    if cancelled is None or cancelled():
-        await trio.lowlevel.checkpoint_if_cancelled()
     state.accepting = True
     try:
         result = await tool.execute(call.id, state.args, on_update)
@@ -272,14 +287,14 @@ async def _execute(state: CallState, on_update: Any, cancelled: CancelProbe | No
     state.is_error = is_error
 
 
-async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
+async def _finalize(host: Host, batch: Batch, state: CallState) -> None:
     """Let ``after_tool_call`` (the run has one) override an executed call's result
     (in the loop task).
 
     The tool's own result is already recorded, so a call whose hook is cut
     short by an abort keeps the result the tool returned.
     """
-    after = run.config.after_tool_call
+    after = host.config.after_tool_call
     assert after is not None
     call = state.tool_call
     result = state.result
@@ -293,7 +308,7 @@ async def _finalize(run: _Run, batch: Batch, state: CallState) -> None:
                 args=state.args,
                 result=result,
                 is_error=is_error,
-                context=run.context(),
+                context=host.context(),
             )
         )
         if override is not None:
@@ -317,23 +332,21 @@ def _update_event(state: CallState, partial: ToolResult) -> ToolExecutionUpdate:
     return _execution_update(call.id, call.name, call.arguments, partial)
 
 
-async def _execute_inline(run: _Run, batch: Batch, state: CallState) -> None:
-    """Run one call in the loop task; its updates go through the run's pump
-    (made on the first update of the run)."""
+class _Report:
+    """What a call running as a child task tells the loop task: an update, or (``update``
+    None) that it finished; ``time`` is when, on the run's clock."""
 
-    def on_update(partial: ToolResult) -> None:
-        if state.accepting:
-            run.pump().push(_update_event(state, partial))
+    __slots__ = ("position", "state", "time", "update")
 
-    await _execute(state, on_update, run.cancelled)
-    pump = run.update_pump
-    if pump is not None and pump.backlog:
-        await pump.wait_drained()
-    if run.config.after_tool_call is not None:
-        await _finalize(run, batch, state)
+    def __init__(self, time: float, state: CallState, update: ToolExecutionUpdate | None) -> None:
+        self.time = time
+        self.position = state.index  # the call's place in the batch
+        self.state = state
+        self.update = update
 
 
-_when_and_where = operator.itemgetter(0, 1)  # a report's time, and its call's index
+_Channel = tuple[trio.MemorySendChannel[_Report], trio.MemoryReceiveChannel[_Report]]
+_when_and_where = operator.attrgetter("time", "position")
 
 
 async def arrivals(receive: trio.MemoryReceiveChannel[_T]) -> list[_T]:
@@ -348,89 +361,158 @@ async def arrivals(receive: trio.MemoryReceiveChannel[_T]) -> list[_T]:
     return arrived
 
 
-async def _execute_concurrently(run: _Run, batch: Batch, states: list[CallState]) -> None:
-    """Run several calls as child tasks; emit their updates and ends as they arrive."""
-    send, receive = run.batch_channel()
-    now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
-    cancelled = children_probe(run.nursery)
-
-    async def child(state: CallState) -> None:
-        def on_update(partial: ToolResult) -> None:
-            if state.accepting:
-                send.send_nowait((now(), state.index, state, _update_event(state, partial)))
-
-        await _execute(state, on_update, cancelled)
-        # The buffer is unbounded: reporting never blocks and never checkpoints,
-        # so a call that finished (even in a shield, after an abort) has its
-        # outcome in its slot whatever happens to the loop task.
-        send.send_nowait((now(), state.index, state, None))
-
-    name = f"{child.__module__}.{child.__qualname__}"  # Trio's name for them, made once
-    for state in states:
-        run.nursery.start_soon(child, state, name=name)
-    finalize = run.config.after_tool_call is not None
-    remaining = len(states)
-    while remaining:
-        arrived = await arrivals(receive)
-        # Reports are emitted in the order they were made (invariant 2: ends
-        # in completion order), even those that piled up while a listener was
-        # slow. Those made at the same time (by tasks woken together at one
-        # virtual time, which Trio runs in an order it picks at random) go in
-        # source order, each call's own reports keeping theirs: the trace of a
-        # scenario on MockClock is the same on every run (invariant 13).
-        if len(arrived) > 1:
-            arrived.sort(key=_when_and_where)  # stable: a call's own reports keep their order
-        for _, _, state, update in arrived:
-            if update is None:
-                remaining -= 1
-                if finalize:
-                    await _finalize(run, batch, state)
-                await run.emit(_end_event(state))
-            else:
-                await run.emit(update)
-
-
 # --- batches -------------------------------------------------------------------------------
 
 
-async def run_batch(run: _Run, batch: Batch) -> None:
-    """Execute a batch; afterwards every call has its result message (``batch.messages``)."""
-    calls = batch.calls
-    if batch.mode == "truncated":
-        for state in calls:
-            await run.emit(_start_event(state))
-            await run.emit(_end_event(state))
-            await _announce(run, state)
-    elif batch.mode == "sequential" or len(calls) == 1:
-        for state in calls:
-            await run.emit(_start_event(state))
-            if _prepare(run, state) and run.config.before_tool_call is not None:
-                await _ask_before(run, batch, state)
-            if state.result is None:
-                await _execute_inline(run, batch, state)
-            await run.emit(_end_event(state))
-            await _announce(run, state)
-    else:
+class ToolCalls:
+    """Executes the batches of one run, in the run's task and nursery.
+
+    Holds what a run's batches share, made when first needed: the channel over
+    which child tasks report, and the pump for the updates of a call that runs
+    in the loop task. The run calls :meth:`stop_updates` before its nursery
+    closes and :meth:`close` after.
+    """
+
+    __slots__ = ("_channel", "_host", "_pump")
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._pump: UpdatePump | None = None
+        self._channel: _Channel | None = None  # made for the first concurrent batch
+
+    async def run(self, batch: Batch) -> None:
+        """Execute a batch; afterwards every call has its result message (``batch.messages``)."""
+        host = self._host
+        emit = host.emit
+        calls = batch.calls
+        if batch.mode == "truncated":
+            for state in calls:
+                await emit(_start_event(state))
+                await emit(_end_event(state))
+                await host.announce((_result_message(state),))
+            return
+        before = host.config.before_tool_call
+        if batch.mode == "sequential" or len(calls) == 1:
+            for state in calls:
+                await emit(_start_event(state))
+                if _prepare(host, state) and before is not None:
+                    await _ask_before(host, batch, state)
+                if state.result is None:  # prepared, and not blocked
+                    await self._execute_inline(batch, state)
+                await emit(_end_event(state))
+                await host.announce((_result_message(state),))
+            return
         ready: list[CallState] = []
         for state in calls:
-            await run.emit(_start_event(state))
-            if _prepare(run, state) and run.config.before_tool_call is not None:
-                await _ask_before(run, batch, state)
+            await emit(_start_event(state))
+            if _prepare(host, state) and before is not None:
+                await _ask_before(host, batch, state)
             if state.result is None:
                 ready.append(state)
             else:
-                await run.emit(_end_event(state))
+                await emit(_end_event(state))
         if len(ready) == 1:
-            await _execute_inline(run, batch, ready[0])
-            await run.emit(_end_event(ready[0]))
+            await self._execute_inline(batch, ready[0])
+            await emit(_end_event(ready[0]))
         elif ready:
-            await _execute_concurrently(run, batch, ready)
+            await self._execute_concurrently(batch, ready)
         # Each result message is made just before it is announced (map is lazy):
         # after an abort, closing_batch_events makes the ones not announced.
-        await run.announce(map(_result_message, calls))
+        await host.announce(map(_result_message, calls))
+
+    async def _execute_inline(self, batch: Batch, state: CallState) -> None:
+        """Run one call in the loop task; its updates go through the run's pump
+        (made on the first update of the run)."""
+        host = self._host
+
+        def on_update(partial: ToolResult) -> None:
+            if state.accepting:
+                self._updates().push(_update_event(state, partial))
+
+        await host.stop_if_cancelled()  # an abort starts no further tool
+        await _execute(state, on_update)
+        pump = self._pump
+        if pump is not None and pump.backlog:
+            await pump.wait_drained()
+        if host.config.after_tool_call is not None:
+            await _finalize(host, batch, state)
+
+    async def _execute_concurrently(self, batch: Batch, states: list[CallState]) -> None:
+        """Run several calls as child tasks; emit their updates and ends as they arrive."""
+        host = self._host
+        send, receive = self._reports()
+        now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
+        cancelled = children_probe(host.nursery)
+
+        async def child(state: CallState) -> None:
+            def on_update(partial: ToolResult) -> None:
+                if state.accepting:
+                    send.send_nowait(_Report(now(), state, _update_event(state, partial)))
+
+            # An abort starts no further tool; nor does a pending KeyboardInterrupt.
+            if cancelled is None or cancelled():
+                await trio.lowlevel.checkpoint_if_cancelled()
+            await _execute(state, on_update)
+            # The buffer is unbounded: reporting never blocks and never checkpoints,
+            # so a call that finished (even in a shield, after an abort) has its
+            # outcome in its slot whatever happens to the loop task.
+            send.send_nowait(_Report(now(), state, None))
+
+        name = f"{child.__module__}.{child.__qualname__}"  # Trio's name for them, made once
+        for state in states:
+            host.nursery.start_soon(child, state, name=name)
+        await self._take_reports(batch, receive, len(states))
+
+    async def _take_reports(
+        self, batch: Batch, receive: trio.MemoryReceiveChannel[_Report], remaining: int
+    ) -> None:
+        """Emit the children's reports until ``remaining`` calls have finished."""
+        host = self._host
+        finalize = host.config.after_tool_call is not None
+        while remaining:
+            arrived = await arrivals(receive)
+            # Reports are emitted in the order they were made (invariant 2: ends
+            # in completion order), even those that piled up while a listener was
+            # slow. Those made at the same time (by tasks woken together at one
+            # virtual time, which Trio runs in an order it picks at random) go in
+            # source order, each call's own reports keeping theirs: the trace of a
+            # scenario on MockClock is the same on every run (invariant 13).
+            if len(arrived) > 1:
+                arrived.sort(key=_when_and_where)  # stable: a call's own reports keep their order
+            for report in arrived:
+                if report.update is None:
+                    remaining -= 1
+                    if finalize:
+                        await _finalize(host, batch, report.state)
+                    await host.emit(_end_event(report.state))
+                else:
+                    await host.emit(report.update)
+
+    def _reports(self) -> _Channel:
+        if self._channel is None:
+            self._channel = trio.open_memory_channel[_Report](math.inf)
+        return self._channel
+
+    def _updates(self) -> UpdatePump:
+        if self._pump is None:
+            self._pump = UpdatePump(self._host.emit_checked, self._host.nursery)
+        return self._pump
+
+    def stop_updates(self) -> None:
+        """Let the update pump's task end (before the run's nursery closes)."""
+        if self._pump is not None:
+            self._pump.close()
+            self._pump = None
+
+    def close(self) -> None:
+        """Close the report channel (after the run's nursery has closed)."""
+        if self._channel is not None:
+            send, receive = self._channel
+            send.close()
+            receive.close()
 
 
-def closing_batch_events(run: _Run, batch: Batch) -> Iterator[AgentEvent]:
+def closing_batch_events(host: Host, batch: Batch) -> Iterator[AgentEvent]:
     """After an abort or a failure: give every call exactly one result, and
     yield the events not emitted yet.
 
@@ -450,63 +532,7 @@ def closing_batch_events(run: _Run, batch: Batch) -> Iterator[AgentEvent]:
                 state.is_error = True
             yield _end_event(state)
         if not parallel and state.message is None:
-            yield from run.announce_events(_result_message(state))
+            yield from host.announce_events(_result_message(state))
     for state in batch.calls:
         if state.message is None:
-            yield from run.announce_events(_result_message(state))
-
-
-class UpdatePump:
-    """Emits the updates of a tool that runs in the loop task (see the module docs).
-
-    Its channel and its task are made on the first update of a run (most
-    calls report none); the task lives in the run's nursery until the run
-    closes the pump.
-    """
-
-    __slots__ = ("_backlog", "_drained", "_receive", "_run", "_send")
-
-    def __init__(self, run: _Run) -> None:
-        self._run = run
-        self._send: trio.MemorySendChannel[ToolExecutionUpdate] | None = None
-        self._receive: trio.MemoryReceiveChannel[ToolExecutionUpdate] | None = None
-        self._backlog = 0
-        self._drained: trio.Event | None = None
-
-    def push(self, event: ToolExecutionUpdate) -> None:
-        send = self._send
-        if send is None:
-            send, self._receive = trio.open_memory_channel[ToolExecutionUpdate](math.inf)
-            self._send = send
-            self._run.nursery.start_soon(self._pump, self._receive)
-        self._backlog += 1
-        send.send_nowait(event)
-
-    async def _pump(self, receive: trio.MemoryReceiveChannel[ToolExecutionUpdate]) -> None:
-        # Closed without a checkpoint: ``aclose()`` in a cancelled run would
-        # raise ``Cancelled`` over a listener's exception and lose it.
-        cancelled = cancel_probe()  # of this task
-        try:
-            async for event in receive:
-                await self._run.emit(event, cancelled)
-                self._backlog -= 1
-                if self._backlog == 0 and self._drained is not None:
-                    self._drained.set()
-        finally:
-            receive.close()
-
-    @property
-    def backlog(self) -> int:
-        """How many pushed updates are not emitted yet."""
-        return self._backlog
-
-    async def wait_drained(self) -> None:
-        """Wait until every pushed update has been emitted."""
-        if self._backlog:
-            self._drained = trio.Event()
-            await self._drained.wait()
-            self._drained = None
-
-    def close(self) -> None:
-        if self._send is not None:  # the pump's task closes the receiving end
-            self._send.close()
+            yield from host.announce_events(_result_message(state))

@@ -195,8 +195,9 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
     """Hooks for one attrs class: camelCase keys, its tag, optional keys left out."""
     fields = attrs.fields(cls)
     renames = {field.name: override(rename=_camel(field.alias)) for field in fields if field.init}
-    unstructure = make_dict_unstructure_fn(cls, _converter, **renames)  # type: ignore[arg-type]
-    structure = make_dict_structure_fn(cls, _converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[arg-type]
+    # cattrs types the keyword overrides as one fixed keyword, not as **kwargs of overrides.
+    unstructure = make_dict_unstructure_fn(cls, _converter, **renames)  # type: ignore[arg-type]  # see above
+    structure = make_dict_structure_fn(cls, _converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[arg-type]  # see above
     tag = getattr(cls, tag_name) if tag_name else None
 
     def to_json(value: Any) -> dict[str, Any]:

@@ -6,56 +6,42 @@ A run is one task (the *loop task*) inside two scopes it owns::
         async with trio.open_nursery():  # child tasks: parallel tools, the update pump
             ... turns ...
 
-The loop task alone drives the state machine of loop.md §4, and it records
-how far it got in the :class:`_Run` object as it goes: whether a turn is open,
-which message has started without ending, what the streaming reply looked
-like at its last event, which tool calls have started, ended and been
-answered. An abort cancels both scopes' contents at their next checkpoint;
-when the ``Cancelled`` has unwound to ``abort`` (which catches it), the run
-is *outside* the cancelled scope again and :meth:`_Run.finish` emits
-what the grammar still owes from that record — the aborted reply, a result
-for every tool call, ``turn_end``, ``agent_end`` — so listeners can await
-normally while they handle those events.
+The loop task alone drives the loop of loop.md §4 (:meth:`Run.main`), and
+records what it has opened and not closed yet: the agent, the turn, the
+streaming reply, a message (below, "the record of what a run owes"; the
+tool calls' own record is in :mod:`._execution`). An abort cancels both
+scopes' contents at their next checkpoint; when the ``Cancelled`` has unwound
+to ``abort`` (which catches it), the run is *outside* the cancelled scope
+again and :meth:`Run.finish` closes what the record holds, innermost first —
+the aborted reply, a result for every tool call, ``turn_end``, ``agent_end``
+— so listeners can await normally while they handle those events.
 
 Anything else that escapes — a listener's or a hook's exception, a
 cancellation from outside, ``KeyboardInterrupt`` — propagates at once, as the
-single original exception: the nursery's exception group is taken apart by
-:func:`_one_exception` (invariant 8).
-
-Where this differs from pi-agent-core 0.85, and why:
-
-* After an abort during tools no request is sent: a synthetic aborted reply
-  stands where pi's extra stream call puts its own, and every call of the
-  batch gets a result (pi leaves the later calls of a sequential batch
-  unanswered). The aborted texts are the loop's own, "Operation aborted".
-* An abort noticed between turns adds that synthetic turn only if the run
-  would have gone on (more tool calls, or messages already polled); an abort
-  in the last ``turn_end`` just ends the run. Queues are not polled after an
-  abort, so what they hold stays queued.
-* The streaming reply is not written into the context at every delta (pi
-  replaces the last context entry per event): nothing can read the context
-  while the reply streams, and the copy would cost O(transcript) per delta.
-  The finished reply is appended once.
-* Hooks see the context as read-only views, and the model's view of the
-  transcript is kept incrementally for the default ``convert_to_llm``, so a
-  turn's cost does not grow with the transcript.
-* Parallel calls that finish at the same (virtual) time end in source order,
-  so traces on ``MockClock`` are reproducible (invariant 13); others end in
-  the order they finished (invariant 2).
+single original exception (:func:`~trio_agent._errors.one_exception`,
+invariant 8). Where the loop differs from pi-agent-core, and why:
+docs/design.md, "Where trio_agent differs from pi-agent-core".
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TypeVar
 
 import attrs
 import trio
 
 from . import _resources
 from ._cancel import CancelProbe, cancel_probe, catches
-from ._config import AgentContext, AgentLoopConfig, NextTurn, TurnContext
+from ._config import (
+    AgentContext,
+    AgentLoopConfig,
+    NextTurn,
+    TurnContext,
+    check_messages,
+    check_run_arguments,
+)
+from ._errors import ListenerFailed, one_exception
 from ._events import (
     AgentEnd,
     AgentEvent,
@@ -69,7 +55,7 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._execution import ABORTED, Batch, BatchMode, UpdatePump, closing_batch_events, run_batch
+from ._execution import ABORTED, Batch, BatchMode, ToolCalls, closing_batch_events
 from ._frozen import maker
 from ._messages import (
     AgentMessage,
@@ -93,8 +79,10 @@ AgentEmit = Callable[[AgentEvent], Awaitable[None]]
 """The listener of a run: ``await emit(event)`` for every event, in order."""
 
 # Made field by field in order (see _frozen.maker), once per turn.
-_turn_end = maker(TurnEnd)  # its tool results are a tuple already
-_llm_context = maker(LlmContext)
+_turn_end: Callable[[AssistantMessage, tuple[ToolResultMessage, ...]], TurnEnd] = maker(TurnEnd)
+_llm_context: Callable[[str, Sequence[Message], Sequence[AgentTool]], LlmContext] = maker(
+    LlmContext
+)
 # The most common first: isinstance() stops at the first match.
 _LLM_TYPES = (ToolResultMessage, AssistantMessage, UserMessage)
 _BLOCK_EVENTS = frozenset(
@@ -123,6 +111,7 @@ async def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Messa
 
 
 _NO_NAMES: frozenset[str] = frozenset()
+_Event = TypeVar("_Event", bound=AgentEvent)
 
 
 def _tool_map(tools: tuple[AgentTool, ...]) -> dict[str, AgentTool]:
@@ -130,49 +119,122 @@ def _tool_map(tools: tuple[AgentTool, ...]) -> dict[str, AgentTool]:
     return {tool.name: tool for tool in reversed(tools)}
 
 
-class _ListenerFailed(BaseException):
-    """A listener's exception on its way out through a stream function.
+# --- the record of what a run owes ------------------------------------------------------------
+#
+# A run keeps a stack of what it has opened and not closed: the agent, the turn, a
+# streaming reply, a message. Opening one pushes it and gives the event that opens
+# it; the live path closes each as it goes. Closing an aborted or failed run closes
+# what is still open, innermost first, each with its own close(), which uses the same
+# steps as the live path (_Run's *_events generators); so the events a listener hears
+# follow the grammar (docs/design.md, "What a run owes") on every exit path:
+#
+#   agent_start  turn_start  [message_start  message_update*  message_end]*
+#                            [tool_execution_* ... tool result messages]  turn_end  ...  agent_end
 
-    A ``BaseException``, so that a provider's ``except Exception`` (meant for
-    network errors) cannot swallow it; the loop unwraps it as soon as the
-    stream function has let it through.
+
+class _Ending:
+    """How an interrupted run is being closed: aborted or failed, and with what text."""
+
+    __slots__ = ("failed", "final", "recorded", "stop_reason", "text")
+
+    def __init__(self, stop_reason: StopReason, text: str) -> None:
+        self.stop_reason = stop_reason
+        self.text = text
+        self.failed = stop_reason == "error"
+        self.recorded = False  # a reply made here carries the text into the transcript
+        self.final = False  # the last turn's reply ended the run: no turn of its own follows
+
+
+class _Owed:
+    """Something the run has opened (its opening event emitted) and not closed yet."""
+
+    __slots__ = ()
+
+    def close(self, run: Run, ending: _Ending) -> Iterator[AgentEvent]:
+        """Close it in an interrupted run: pop it, and yield the events it still owes."""
+        raise NotImplementedError
+
+
+class _AgentOwed(_Owed):
+    """``agent_start`` was emitted: the run owes ``agent_end``."""
+
+    __slots__ = ()
+
+    def close(self, run: Run, ending: _Ending) -> Iterator[AgentEvent]:
+        # A turn of its own, with a reply that says why, where the run would have gone
+        # on; and after a failure the transcript must tell it.
+        if not ending.final and (
+            run.more or run.pending or (ending.failed and not ending.recorded)
+        ):
+            turn = _TurnOwed()
+            yield run.open(turn, TurnStart())
+            yield from turn.close(run, ending)
+        yield run.end()
+
+
+class _TurnOwed(_Owed):
+    """``turn_start`` was emitted: the turn owes its reply, its tool results and ``turn_end``."""
+
+    __slots__ = ("batch", "reply")
+
+    def __init__(self) -> None:
+        self.reply: AssistantMessage | None = None
+        self.batch: Batch | None = None  # the reply's tool calls, once it has settled
+
+    def close(self, run: Run, ending: _Ending) -> Iterator[AgentEvent]:
+        if self.reply is None:  # the model was not asked yet: a reply of its own
+            yield from run.inject_events()
+            yield from run.open_reply().close(run, ending)
+        reply = self.reply
+        assert reply is not None
+        if self.batch is not None:
+            yield from closing_batch_events(run, self.batch)
+        yield run.close(_turn_end(reply, run.batch_done(self)))
+        if (reply.stop_reason == "error" or reply.stop_reason == "aborted") and (
+            ending.recorded or not ending.failed  # else a reply of its own names the failure
+        ):
+            ending.final = True
+
+
+class _ReplyOwed(_Owed):
+    """A reply is streaming: it owes its ``message_end`` (and its ``message_start``, unless
+    the stream's ``start`` came)."""
+
+    __slots__ = ("final", "partial", "started")
+
+    def __init__(self) -> None:
+        self.started = False  # its message_start was emitted
+        self.partial: AssistantMessageEvent | None = None  # the last event with a partial
+        self.final: AssistantMessage | None = None  # from the done or error event
+
+    def close(self, run: Run, ending: _Ending) -> Iterator[AgentEvent]:
+        reply = self.final
+        if reply is None:  # the reply as it stood, with the ending's reason
+            event = self.partial  # only events with a partial are kept here
+            base = None if event is None else event.partial  # type: ignore[union-attr]  # see above
+            reply = run.closed_reply(ending, base)
+            ending.recorded = True
+        yield from run.settle_events(reply, self.started)
+
+
+class _MessageOwed(_Owed):
+    """``message_start`` was emitted for ``message``: it owes ``message_end``."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: AgentMessage) -> None:
+        self.message = message
+
+    def close(self, run: Run, ending: _Ending) -> Iterator[AgentEvent]:
+        yield run.close(MessageEnd(self.message))
+
+
+class Run:
+    """One run: its state, what it owes (see above), and the steps of loop.md §4.
+
+    Internal: the ``Agent`` makes one per run and drives it with :func:`drive`;
+    the tool execution sees it as its :class:`~trio_agent._execution.Host`.
     """
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(original)
-        self.original = original
-
-
-def _one_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception a run lets escape from its nursery's group (invariant 8).
-
-    Precedence: ``KeyboardInterrupt`` and other non-``Exception`` errors, then
-    the first ``Exception`` (a listener's or a hook's), then ``Cancelled``
-    (what a cancellation from outside the run leaves).
-    """
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(reversed(exc.exceptions))
-        elif isinstance(exc, _ListenerFailed):
-            leaves.append(exc.original)
-        else:
-            leaves.append(exc)
-    for leaf in leaves:
-        if not isinstance(leaf, Exception | trio.Cancelled):
-            return leaf
-    errors = [leaf for leaf in leaves if isinstance(leaf, Exception)]
-    if errors:
-        for other in errors[1:]:
-            errors[0].add_note(f"trio_agent: the run also raised {other!r}")
-        return errors[0]
-    return leaves[0]
-
-
-class _Run:
-    """The state of one run: what the loop task has done so far (see the module docs)."""
 
     def __init__(
         self,
@@ -182,9 +244,8 @@ class _Run:
         stream_fn: StreamFn | None,
     ) -> None:
         self.config = config
-        self.listener = emit
+        self._listener = emit
         self.abort: trio.CancelScope = trio.CancelScope()
-        self.undelivered: AgentEvent | None = None
         self.stream_fn = stream_fn
         self.model: Model = config.model
         self.reasoning = config.reasoning
@@ -200,57 +261,239 @@ class _Run:
         self._llm_seen = 0
         self._options: StreamOptions | None = None
         self.nursery: trio.Nursery
-        self._pump: UpdatePump | None = None
-        self.cancelled: CancelProbe  # for the task that drives the run
-        self._channel: tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]] | None = (
-            None
-        )
-        # Progress, for closing_events.
-        self.agent_started = False
-        self.ended = False
-        self.turn_open = False
-        self.more = True
-        self.pending: list[AgentMessage] = []
-        self.open_message: AgentMessage | None = None
-        self.streaming = False
-        self.stream_started = False
-        self.partial: AssistantMessageEvent | None = None
-        self.final: AssistantMessage | None = None
-        self.assistant: AssistantMessage | None = None
-        self.batch: Batch | None = None
+        self.tool_calls: ToolCalls | None = None  # made for the first batch that runs
+        self._cancelled: CancelProbe  # for the task that drives the run, set by drive()
+        self.owed: list[_Owed] = []  # what the run has opened and not closed, innermost last
+        self.ended = False  # agent_end was emitted
+        self.undelivered: AgentEvent | None = None  # met an abort on its way: delivered first
+        self.pending: list[AgentMessage] = []  # to announce before the next request
+        self.more = True  # the last batch asks for another model call
+        self._reply: _ReplyOwed  # the reply of the turn, from its request on
+        self._last_turn: TurnContext | None = None  # made only when a hook will read it
 
-    # -- shared helpers ----------------------------------------------------------------------
+    # -- emitting ---------------------------------------------------------------------------
 
-    def emit(self, event: AgentEvent, cancelled: CancelProbe | None = None) -> Awaitable[None]:
-        """Deliver ``event`` to the listener — unless the run was aborted meanwhile.
+    def emit(self, event: AgentEvent) -> Awaitable[None]:
+        """Deliver ``event`` to the listener, from the loop task — unless the run was aborted.
 
-        Events after an abort are emitted outside the cancelled scope (loop.md
-        §6): an event the loop has already recorded as emitted but that met
-        an abort first is kept in ``undelivered``, and ``closing_events``
-        yields it before anything else.
-
-        Await what it returns: the listener's own awaitable when the run goes
-        on (no frame of ours between the loop and the listener; this runs for
-        every event), else one that raises ``Cancelled`` if the run's task is
-        cancelled, or a pending ``KeyboardInterrupt`` (keeping the event as
-        undelivered either way), and delivers the event if neither.
+        Await what it returns: the listener's own awaitable while the run goes on
+        (this runs for every event: no frame of ours in between), else
+        :meth:`emit_checked`'s.
         """
-        if (cancelled or self.cancelled)():
-            return self._withhold(event)
-        return self.listener(event)
+        if self._cancelled():
+            return self.emit_checked(event)
+        return self._listener(event)
 
-    async def _withhold(self, event: AgentEvent) -> None:
+    async def emit_checked(self, event: AgentEvent) -> None:
+        """Deliver ``event``, from any task of the run, unless that task is cancelled.
+
+        Events after an abort are emitted outside the cancelled scope (loop.md §6):
+        an event that meets the abort (or a pending ``KeyboardInterrupt``) raises it and
+        is kept as ``undelivered``; closing the run delivers it before anything else.
+        """
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
         except (trio.Cancelled, KeyboardInterrupt):
-            self.undelivered = event  # what closing the run delivers first
+            self.undelivered = event
             raise
-        await self.listener(event)  # the probe saw a cancellation that is not ours to take
+        await self._listener(event)
 
     async def stop_if_cancelled(self) -> None:
         """Raise ``Cancelled`` if the run's task is cancelled (``checkpoint_if_cancelled()``)."""
-        if self.cancelled():
+        if self._cancelled():
             await trio.lowlevel.checkpoint_if_cancelled()
+
+    # -- the record: opening and closing --------------------------------------------------
+
+    def open(self, owed: _Owed, event: AgentEvent) -> AgentEvent:
+        """Record ``owed`` as open; ``event`` (which opens it) is to be emitted."""
+        self.owed.append(owed)
+        return event
+
+    def close(self, event: _Event) -> _Event:
+        """Record the innermost open thing as closed; ``event`` (which closes it) is to be
+        emitted."""
+        self.owed.pop()
+        return event
+
+    def end(self) -> AgentEnd:
+        """Close the run (its ``agent_end``, to be emitted)."""
+        self.ended = True
+        return self.close(AgentEnd(tuple(self.new_messages)))
+
+    def closing_events(self, stop_reason: StopReason, text: str) -> Iterator[AgentEvent]:
+        """Close a run that was aborted (``"aborted"``) or failed (``"error"``).
+
+        Yields the events the grammar still owes, from the record, innermost first,
+        and records the messages that go with them: the reply that was streaming
+        becomes final with this stop reason and ``text`` as its error message; every
+        tool call of the batch gets a result ("Operation aborted" if it had none); a
+        reply of its own (no content) stands where the next model call would have
+        been, if the run would have gone on — and, after a failure, always, so that
+        the failure is in the transcript. Calls nothing but the model of the run: no
+        hook, no tool, no model. (loop.md §6; for failures agent.md.)
+        """
+        if self.undelivered is not None:
+            event, self.undelivered = self.undelivered, None
+            yield event
+        if self.ended:
+            return
+        ending = _Ending(stop_reason, text)
+        if not self.owed:  # stopped before it began: it begins now
+            yield self.open(_AgentOwed(), AgentStart())
+            yield self.open(_TurnOwed(), TurnStart())
+        while self.owed:
+            yield from self.owed[-1].close(self, ending)
+
+    async def finish(self, stop_reason: StopReason, text: str) -> None:
+        """Emit the closing events (:meth:`closing_events`), outside the cancelled scope."""
+        for event in self.closing_events(stop_reason, text):
+            await self.emit(event)
+
+    def closed_reply(
+        self, ending: _Ending, base: AssistantMessage | None = None
+    ) -> AssistantMessage:
+        """The reply of an interrupted turn: ``base`` (what had streamed) or an empty one, with
+        the ending's stop reason and text."""
+        if base is None:
+            model = self.model
+            return AssistantMessage(
+                api=model.api,
+                provider=model.provider,
+                model=model.id,
+                stop_reason=ending.stop_reason,
+                error_message=ending.text,
+            )
+        return attrs.evolve(base, stop_reason=ending.stop_reason, error_message=ending.text)
+
+    # -- the steps, each written once: the live path emits what they yield -----------------
+
+    def announce_events(self, message: AgentMessage) -> Iterator[AgentEvent]:
+        """Append ``message``: its ``message_start`` and ``message_end``."""
+        self.messages.append(message)
+        self.new_messages.append(message)
+        yield self.open(_MessageOwed(message), MessageStart(message))
+        yield self.close(MessageEnd(message))
+
+    async def announce(self, messages: Iterable[AgentMessage]) -> None:
+        """Announce each of ``messages``, read one at a time, each just before it is
+        announced (a lazy iterable makes each message only when its turn comes)."""
+        for message in messages:
+            for event in self.announce_events(message):
+                await self.emit(event)
+
+    def inject_events(self) -> Iterator[AgentEvent]:
+        """Announce the pending (prompt, steering, follow-up) messages, in order."""
+        pending = self.pending
+        while pending:
+            yield from self.announce_events(pending.pop(0))
+
+    def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
+        """Make ``final`` the turn's reply, closing the streaming reply: append it, prepare
+        its tool batch, end its message (starting it first if the stream did not)."""
+        self.owed.pop()  # the reply that streamed
+        turn = self.owed[-1]
+        assert isinstance(turn, _TurnOwed)
+        self.messages.append(final)
+        self.new_messages.append(final)
+        turn.reply = final
+        if final.stop_reason != "error" and final.stop_reason != "aborted":
+            calls = final.tool_calls
+            if calls:
+                turn.batch = Batch(final, calls, self._batch_mode(final, calls))
+        if not started:
+            yield self.open(_MessageOwed(final), MessageStart(final))
+            self.owed.pop()
+        yield MessageEnd(final)
+
+    def batch_done(self, turn: _TurnOwed) -> tuple[ToolResultMessage, ...]:
+        """The turn's tool results, all answered; records whether the model is asked again."""
+        batch = turn.batch
+        if batch is None:
+            self.more = False
+            return ()
+        turn.batch = None
+        self.more = not batch.terminate
+        return batch.messages
+
+    # -- the live path -------------------------------------------------------------------
+
+    async def main(self, prompts: Sequence[AgentMessage] | None) -> None:
+        if prompts:
+            self.pending = list(prompts)  # from here on, closing the run announces them
+        await trio.lowlevel.checkpoint()
+        await self.emit(self.open(_AgentOwed(), AgentStart()))
+        first = _TurnOwed()
+        await self.emit(self.open(first, TurnStart()))
+        turn: _TurnOwed | None = first
+        await self._inject()
+        config = self.config
+        if config.get_steering_messages is not None:
+            await self._poll_steering()
+        while True:
+            while turn is not None or self.more or self.pending:
+                if await self._turn(turn):
+                    return
+                turn = None
+            follow_up = config.get_follow_up_messages
+            if follow_up is None:
+                break
+            await self.stop_if_cancelled()
+            self.pending = list(await follow_up())
+            if not self.pending:
+                break
+        await self.emit(self.end())
+
+    async def _turn(self, turn: _TurnOwed | None) -> bool:
+        """One turn: its opening unless ``turn`` is the one already open (``prepare_next_turn``,
+        a steering poll if nothing is pending, ``turn_start``), its reply, its tools,
+        ``turn_end``, the hooks and polls after it. Whether it ended the run."""
+        config = self.config
+        if turn is None:
+            await self.stop_if_cancelled()
+            if config.prepare_next_turn is not None and self._last_turn is not None:
+                self._apply(await config.prepare_next_turn(self._last_turn))
+                await self.stop_if_cancelled()
+            if not self.pending and config.get_steering_messages is not None:
+                self.pending = list(await config.get_steering_messages())
+            turn = _TurnOwed()
+            await self.emit(self.open(turn, TurnStart()))
+        if self.pending:
+            await self._inject()
+        message = await self._stream_reply()
+        if turn.batch is not None:  # none for an error or aborted reply
+            if self.tool_calls is None:
+                self.tool_calls = ToolCalls(self)
+            await self.tool_calls.run(turn.batch)
+        results = self.batch_done(turn)
+        await self.emit(self.close(_turn_end(message, results)))
+        if message.stop_reason == "error" or message.stop_reason == "aborted":
+            await self.emit(self.end())
+            return True
+        stop = config.should_stop_after_turn
+        if stop is not None or config.prepare_next_turn is not None:
+            self._last_turn = last_turn = TurnContext(
+                message=message,
+                tool_results=results,
+                context=self.context(),
+                new_messages=Prefix(self.new_messages),
+            )
+            if stop is not None and await stop(last_turn):
+                await self.emit(self.end())
+                return True
+        if config.get_steering_messages is not None:
+            await self._poll_steering()
+        return False
+
+    async def _poll_steering(self) -> None:
+        steering = self.config.get_steering_messages
+        assert steering is not None
+        await self.stop_if_cancelled()  # no poll after an abort
+        self.pending = list(await steering())
+
+    async def _inject(self) -> None:
+        for event in self.inject_events():
+            await self.emit(event)
 
     def _use_tools(self, tools: Sequence[AgentTool]) -> None:
         self.tools = tuple(tools)
@@ -265,161 +508,6 @@ class _Run:
     def context(self) -> AgentContext:
         """The run's context as hooks see it: read-only views, O(1) to make."""
         return AgentContext(self.system_prompt, Prefix(self.messages), self.tools)
-
-    def _append(self, message: AgentMessage) -> None:
-        self.messages.append(message)
-        self.new_messages.append(message)
-
-    # The *_events generators change the run's record as they go and yield
-    # the events that go with each change, so that one piece of code serves
-    # the loop (which emits each event) and the closing of an interrupted run
-    # (which may have no listener left to emit to).
-
-    def announce_events(self, message: AgentMessage) -> Iterator[AgentEvent]:
-        """Append ``message``: its ``message_start`` and ``message_end``."""
-        self._append(message)
-        self.open_message = message
-        yield MessageStart(message)
-        self.open_message = None
-        yield MessageEnd(message)
-
-    async def announce(self, messages: Iterable[AgentMessage]) -> None:
-        """What ``announce_events`` does for each message, emitting as it goes
-        (written out, without a generator, and ``self.emit`` inlined: it emits
-        two events for every tool result).
-
-        ``messages`` is read one message at a time, each just before it is
-        announced: a lazy iterable makes each message only when its turn comes.
-        """
-        for message in messages:
-            self._append(message)
-            self.open_message = message
-            start = MessageStart(message)
-            await (self._withhold(start) if self.cancelled() else self.listener(start))
-            self.open_message = None
-            end = MessageEnd(message)
-            await (self._withhold(end) if self.cancelled() else self.listener(end))
-
-    def pump(self) -> UpdatePump:
-        """The run's update pump, made now if need be."""
-        if self._pump is None:
-            self._pump = UpdatePump(self)
-        return self._pump
-
-    @property
-    def update_pump(self) -> UpdatePump | None:
-        """The run's update pump, if a tool has reported progress."""
-        return self._pump
-
-    def batch_channel(self) -> tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]]:
-        if self._channel is None:
-            self._channel = trio.open_memory_channel[Any](float("inf"))
-        return self._channel
-
-    def close_pump(self) -> None:
-        if self._pump is not None:
-            self._pump.close()
-            self._pump = None  # the pump refers to the run: no cycle left behind
-
-    def close_channels(self) -> None:
-        if self._channel is not None:
-            send, receive = self._channel
-            send.close()
-            receive.close()
-
-    # -- the state machine -------------------------------------------------------------------
-
-    async def main(self, prompts: Sequence[AgentMessage] | None) -> None:
-        if prompts:
-            self.pending = list(prompts)  # from here on, closing_events delivers them
-        await trio.lowlevel.checkpoint()
-        self.agent_started = True
-        await self.emit(AgentStart())
-        self.turn_open = True
-        await self.emit(TurnStart())
-        await self._inject()
-        await self._turns()
-
-    def inject_events(self) -> Iterator[AgentEvent]:
-        """Announce the pending (prompt, steering, follow-up) messages, in order."""
-        pending = self.pending
-        while pending:
-            yield from self.announce_events(pending.pop(0))
-
-    async def _inject(self) -> None:
-        for event in self.inject_events():
-            await self.emit(event)
-
-    async def _turns(self) -> None:
-        config = self.config
-        steering = config.get_steering_messages
-        follow_up = config.get_follow_up_messages
-        if steering is not None:
-            await self.stop_if_cancelled()  # no poll after an abort
-            self.pending = list(await steering())
-        first_turn = True
-        last_turn: TurnContext | None = None  # made only when a hook will read it
-        while True:
-            self.more = True
-            while self.more or self.pending:
-                if not first_turn:
-                    await self.stop_if_cancelled()
-                    if config.prepare_next_turn is not None and last_turn is not None:
-                        self._apply(await config.prepare_next_turn(last_turn))
-                        await self.stop_if_cancelled()
-                    if not self.pending and steering is not None:
-                        self.pending = list(await steering())
-                    self.turn_open = True
-                    self.assistant = None
-                    await self.emit(TurnStart())
-                if self.pending:
-                    await self._inject()
-                message = await self._stream_reply()
-                if self.batch is not None:  # none for an error or aborted reply
-                    await run_batch(self, self.batch)
-                results = self._batch_done()
-                self.turn_open = False
-                await self.emit(_turn_end(message, results))
-                if message.stop_reason == "error" or message.stop_reason == "aborted":
-                    await self._end()
-                    return
-                first_turn = False
-                stop = config.should_stop_after_turn
-                if stop is not None or config.prepare_next_turn is not None:
-                    last_turn = TurnContext(
-                        message=message,
-                        tool_results=results,
-                        context=self.context(),
-                        new_messages=Prefix(self.new_messages),
-                    )
-                    if stop is not None and await stop(last_turn):
-                        await self._end()
-                        return
-                if steering is not None:
-                    await self.stop_if_cancelled()  # no poll after an abort
-                    self.pending = list(await steering())
-            follow_ups: list[AgentMessage] = []
-            if follow_up is not None:
-                await self.stop_if_cancelled()
-                follow_ups = list(await follow_up())
-            if not follow_ups:
-                break
-            self.pending = follow_ups
-        await self._end()
-
-    def _batch_done(self) -> tuple[ToolResultMessage, ...]:
-        """The answered batch's results; whether the model is to be asked again."""
-        batch = self.batch
-        if batch is None:
-            self.more = False
-            return ()
-        self.batch = None
-        self.more = not batch.terminate
-        return batch.messages
-
-    async def _end(self) -> None:
-        self.ended = True
-        await self.emit(AgentEnd(tuple(self.new_messages)))
 
     def _apply(self, next_turn: NextTurn | None) -> None:
         """Take what ``prepare_next_turn`` changed, for the rest of the run."""
@@ -479,11 +567,14 @@ class _Run:
             self._options = options
         return options
 
+    def open_reply(self) -> _ReplyOwed:
+        """Record that the turn's reply is on its way (it owes its message)."""
+        reply = self._reply = _ReplyOwed()
+        self.owed.append(reply)
+        return reply
+
     async def _stream_reply(self) -> AssistantMessage:
-        self.streaming = True
-        self.stream_started = False
-        self.partial = None
-        self.final = None
+        reply = self.open_reply()
         config = self.config
         llm_messages = await self._llm_view()
         api_key = None
@@ -495,9 +586,9 @@ class _Run:
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
             returned = await stream_fn(self.model, context, options, self._on_stream_event)
-        except _ListenerFailed as failed:
+        except ListenerFailed as failed:
             raise failed.original from None
-        final = self.final
+        final = reply.final
         if final is None:
             if not isinstance(returned, AssistantMessage):
                 raise TypeError(
@@ -505,58 +596,39 @@ class _Run:
                     "not an AssistantMessage, and emitted no done or error event"
                 )
             final = returned
-        return await self._settle(final, self.stream_started)
-
-    async def _on_stream_event(self, event: AssistantMessageEvent) -> None:
-        """The ``emit`` a stream function gets: turns stream events into agent events."""
-        if event.type in _BLOCK_EVENTS:
-            if self.stream_started and self.final is None:
-                # self.emit, inlined: this runs for every delta.
-                self.partial = event
-                update = MessageUpdate(event)
-                if self.cancelled():
-                    try:
-                        await trio.lowlevel.checkpoint_if_cancelled()
-                    except (trio.Cancelled, KeyboardInterrupt):
-                        self.undelivered = update
-                        raise
-                try:
-                    await self.listener(update)
-                except Exception as exc:
-                    raise _ListenerFailed(exc) from None
-        elif event.type == "start":
-            if not self.stream_started and self.final is None:
-                self.stream_started = True
-                self.partial = event
-                try:
-                    await self.emit(MessageStart(event.partial))
-                except Exception as exc:
-                    raise _ListenerFailed(exc) from None
-        elif self.final is None:
-            if isinstance(event, StreamDone):
-                self.final = event.message
-            elif isinstance(event, StreamError):
-                self.final = event.error
-
-    def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
-        """Make ``final`` the turn's reply: append it, prepare its tool batch, announce it."""
-        self._append(final)
-        self.assistant = final
-        self.streaming = False
-        if final.stop_reason != "error" and final.stop_reason != "aborted":
-            calls = final.tool_calls
-            if calls:
-                self.batch = Batch(final, calls, self._batch_mode(final, calls))
-        if not started:
-            self.open_message = final
-            yield MessageStart(final)
-        self.open_message = None
-        yield MessageEnd(final)
-
-    async def _settle(self, final: AssistantMessage, started: bool) -> AssistantMessage:
-        for event in self.settle_events(final, started):
+        for event in self.settle_events(final, reply.started):
             await self.emit(event)
         return final
+
+    async def _on_stream_event(self, event: AssistantMessageEvent) -> None:
+        """The ``emit`` a stream function gets: turns stream events into agent events.
+
+        A listener's exception leaves wrapped in :class:`ListenerFailed`, which the
+        stream function cannot mistake for its own failure.
+        """
+        reply = self._reply
+        if event.type in _BLOCK_EVENTS:
+            if not reply.started or reply.final is not None:
+                return
+            reply.partial = event
+            agent_event: AgentEvent = MessageUpdate(event)
+        elif event.type == "start":
+            if reply.started or reply.final is not None:
+                return
+            reply.started = True
+            reply.partial = event
+            agent_event = MessageStart(event.partial)
+        else:
+            if reply.final is None:
+                if isinstance(event, StreamDone):
+                    reply.final = event.message
+                elif isinstance(event, StreamError):
+                    reply.final = event.error
+            return
+        try:
+            await self.emit(agent_event)
+        except Exception as exc:
+            raise ListenerFailed(exc) from None
 
     def _batch_mode(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> BatchMode:
         if message.stop_reason == "length":
@@ -568,137 +640,25 @@ class _Run:
             return "sequential"
         return "parallel"
 
-    # -- closing an interrupted run -------------------------------------------------------------
 
-    def _closed(
-        self, stop_reason: StopReason, text: str, base: AssistantMessage | None = None
-    ) -> AssistantMessage:
-        if base is None:
-            model = self.model
-            return AssistantMessage(
-                api=model.api,
-                provider=model.provider,
-                model=model.id,
-                stop_reason=stop_reason,
-                error_message=text,
-            )
-        return attrs.evolve(base, stop_reason=stop_reason, error_message=text)
-
-    def closing_events(self, stop_reason: StopReason, text: str) -> Iterator[AgentEvent]:
-        """Close a run that was aborted (``"aborted"``) or failed (``"error"``).
-
-        Yields the events the grammar still owes, from wherever the run was,
-        and records the messages that go with them: the reply that was
-        streaming becomes final with this stop reason and ``text`` as its
-        error message; every tool call of the batch gets a result ("Operation
-        aborted" if it had none); a reply of its own (no content) stands where
-        the next model call would have been, if the run would have gone on —
-        and, after a failure, always, so that the failure is in the
-        transcript. Calls nothing but the model of the run: no hook, no tool,
-        no model. (loop.md §6; for failures agent.md.)
-        """
-        if self.undelivered is not None:
-            event, self.undelivered = self.undelivered, None
-            yield event
-        if self.ended:
-            return
-        failed = stop_reason == "error"
-        if not self.agent_started:
-            self.agent_started = True
-            yield AgentStart()
-            self.turn_open = True
-            yield TurnStart()
-        if self.open_message is not None:
-            message, self.open_message = self.open_message, None
-            yield MessageEnd(message)
-        recorded = False  # the failure is in the transcript
-        if self.turn_open:
-            if self.streaming:
-                reply = self.final
-                if reply is None:
-                    partial = self.partial
-                    base = None if partial is None else partial.partial  # type: ignore[union-attr]
-                    reply = self._closed(stop_reason, text, base)
-                    recorded = True
-                yield from self.settle_events(reply, self.stream_started)
-            elif self.assistant is None:
-                yield from self.inject_events()
-                reply = self._closed(stop_reason, text)
-                recorded = True
-                yield from self.settle_events(reply, False)
-            else:
-                reply = self.assistant
-            if self.batch is not None:
-                yield from closing_batch_events(self, self.batch)
-            results = self._batch_done()
-            self.turn_open = False
-            yield TurnEnd(reply, results)
-            if (reply.stop_reason == "error" or reply.stop_reason == "aborted") and (
-                recorded or not failed  # else a reply of its own names the failure
-            ):
-                self.ended = True
-                yield AgentEnd(tuple(self.new_messages))
-                return
-        if self.more or self.pending or (failed and not recorded):
-            self.turn_open = True
-            yield TurnStart()
-            yield from self.inject_events()
-            reply = self._closed(stop_reason, text)
-            yield from self.settle_events(reply, False)
-            self.turn_open = False
-            yield TurnEnd(reply, ())
-        self.ended = True
-        yield AgentEnd(tuple(self.new_messages))
-
-    async def finish(self, stop_reason: StopReason, text: str) -> None:
-        """Emit the closing events (:meth:`closing_events`), outside the cancelled scope."""
-        for event in self.closing_events(stop_reason, text):
-            await self.emit(event)
-
-
-def _check_messages(name: str, messages: Any) -> None:
-    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-        raise TypeError(
-            f"{name} must be a sequence of messages, not {type(messages).__name__} "
-            f"{messages!r:.80}; for text, pass [UserMessage.text(...)]"
-        )
-    for index, message in enumerate(messages):
-        if not isinstance(getattr(message, "role", None), str):
-            raise TypeError(
-                f"{name}[{index}] is {message!r:.80}, not a message (an object with a role)"
-            )
-
-
-def _check_run_arguments(context: Any, config: Any, emit: Any) -> None:
-    if not isinstance(context, AgentContext):
-        raise TypeError(f"context must be an AgentContext, not {type(context).__name__}")
-    if not isinstance(config, AgentLoopConfig):
-        raise TypeError(f"config must be an AgentLoopConfig, not {type(config).__name__}")
-    if not callable(emit):
-        raise TypeError(f"emit must be an async callable taking an event, not {emit!r}")
-    if inspect.isfunction(emit) and not inspect.iscoroutinefunction(emit):
-        raise TypeError(
-            "emit must be an async function (async def), "
-            f"not the plain function {emit.__qualname__}"
-        )
-    _check_messages("context.messages", context.messages)
-
-
-def _resolve_stream_fn(config: AgentLoopConfig, stream_fn: StreamFn | None) -> StreamFn | None:
+def check_stream_fn(config: AgentLoopConfig, stream_fn: StreamFn | None) -> StreamFn | None:
+    """``stream_fn``, after checking that a run without one can find the model's API:
+    an unknown API is an error before anything is emitted (internal: for the ``Agent``)."""
     if stream_fn is None:
-        get_stream_fn(config.model.api)  # an unknown api is an error before anything is emitted
+        get_stream_fn(config.model.api)
     return stream_fn
 
 
-async def _drive(
-    run: _Run,
+async def drive(
+    run: Run,
     prompts: Sequence[AgentMessage] | None,
     abort: trio.CancelScope | None,
     *,
-    on_error: Callable[[_Run, Exception], Awaitable[None]] | None = None,
-    on_interrupt: Callable[[_Run, BaseException], None] | None = None,
+    on_error: Callable[[Run, Exception], Awaitable[None]] | None = None,
+    on_interrupt: Callable[[Run, BaseException], None] | None = None,
 ) -> list[AgentMessage]:
-    """Run ``run`` inside ``abort`` and its nursery; close it after an abort.
+    """Run ``run`` inside ``abort`` and its nursery; close it after an abort; return its
+    new messages (internal: the ``Agent`` drives its runs with it).
 
     What escapes the nursery is reduced to one exception and re-raised, after
     ``on_error`` (an ``Exception``: a listener's, a hook's) or
@@ -715,7 +675,33 @@ async def _drive(
             "make a new trio.CancelScope() for each run"
         )
     run.abort = abort
-    run.cancelled = cancel_probe()
+    error = await _run_inside(run, prompts, abort)
+    if error is None and (not run.ended or run.undelivered is not None):
+        try:
+            await run.finish("aborted", ABORTED)
+        # A listener, told of the abort, raised; or the run was cancelled from
+        # outside meanwhile. Re-raised below, once the run is closed.
+        except BaseException as exc:  # noqa: ASYNC103  # re-raised below, unchanged
+            error = exc
+    if error is not None:
+        if isinstance(error, Exception):
+            if on_error is not None:
+                await on_error(run, error)
+        elif on_interrupt is not None:
+            on_interrupt(run, error)
+        raise error
+    # A cancellation from outside that came while the run was closing (its
+    # last listener, the shielded cleanup) is not turned into a return.
+    await trio.lowlevel.checkpoint_if_cancelled()
+    return run.new_messages
+
+
+async def _run_inside(
+    run: Run, prompts: Sequence[AgentMessage] | None, abort: trio.CancelScope
+) -> BaseException | None:
+    """The live run, inside ``abort`` and the run's nursery: the one exception that
+    escaped them (an abort, which ``abort`` catches, is none)."""
+    run._cancelled = cancel_probe()
     error: BaseException | None = None
     resources = RunResources()  # what the run's providers keep open (an HTTP pool)
     token = _resources.enter(resources)
@@ -736,31 +722,17 @@ async def _drive(
                         cancelled.__traceback__ = None
                     raise
                 finally:
-                    run.close_pump()
+                    if run.tool_calls is not None:
+                        run.tool_calls.stop_updates()
     except BaseExceptionGroup as group:
-        error = _one_exception(group)
+        error = one_exception(group)
     finally:
-        run.close_channels()
+        if run.tool_calls is not None:
+            run.tool_calls.close()
+            run.tool_calls = None  # it refers to the run: no cycle left behind
         _resources.leave(token)
         await resources.aclose()  # shielded: sockets close even when cancelled
-    if error is None and (not run.ended or run.undelivered is not None):
-        try:
-            await run.finish("aborted", ABORTED)
-        # A listener, told of the abort, raised; or the run was cancelled from
-        # outside meanwhile. Re-raised below, once the run is closed.
-        except BaseException as exc:  # noqa: ASYNC103
-            error = exc
-    if error is not None:
-        if isinstance(error, Exception):
-            if on_error is not None:
-                await on_error(run, error)
-        elif on_interrupt is not None:
-            on_interrupt(run, error)
-        raise error
-    # A cancellation from outside that came while the run was closing (its
-    # last listener, the shielded cleanup) is not turned into a return.
-    await trio.lowlevel.checkpoint_if_cancelled()
-    return run.new_messages
+    return error
 
 
 async def run_agent_loop(
@@ -791,13 +763,13 @@ async def run_agent_loop(
     exception group. Always a checkpoint.
     """
     try:
-        _check_messages("prompts", prompts)
-        _check_run_arguments(context, config, emit)
-        run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+        check_messages("prompts", prompts)
+        check_run_arguments(context, config, emit)
+        run = Run(context, config, emit, check_stream_fn(config, stream_fn))
     except Exception as exc:
         refusal = exc
     else:
-        return await _drive(run, tuple(prompts), abort)
+        return await drive(run, tuple(prompts), abort)
     await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
     raise refusal
 
@@ -820,15 +792,15 @@ async def run_agent_loop_continue(
     for :func:`run_agent_loop`. Always a checkpoint.
     """
     try:
-        _check_run_arguments(context, config, emit)
+        check_run_arguments(context, config, emit)
         if not context.messages:
             raise ValueError("Cannot continue: no messages in context")
         if context.messages[-1].role == "assistant":
             raise ValueError("Cannot continue from message role: assistant")
-        run = _Run(context, config, emit, _resolve_stream_fn(config, stream_fn))
+        run = Run(context, config, emit, check_stream_fn(config, stream_fn))
     except Exception as exc:
         refusal = exc
     else:
-        return await _drive(run, None, abort)
+        return await drive(run, None, abort)
     await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too (invariant 12)
     raise refusal

@@ -20,6 +20,7 @@ not on import.
 
 from __future__ import annotations
 
+from . import _public
 from ._catalog import find as find
 from ._catalog import list_models as list  # models.list: shadows the builtin only here
 from ._catalog import providers as providers
@@ -27,3 +28,5 @@ from ._catalog import source as source
 from ._model import FrozenMapping as FrozenMapping
 
 __all__ = ["FrozenMapping", "find", "list", "providers", "source"]
+
+_public.fixup_module_metadata(__name__, globals())

@@ -228,7 +228,8 @@ def to_message(spec: Any) -> AgentMessage:
     if isinstance(spec, str):
         return UserMessage((TextContent(spec),))
     if spec.get("role") in ("user", "assistant", "toolResult"):
-        return trio_agent.from_json(spec, trio_agent.AgentMessage)  # type: ignore[no-any-return]
+        message: AgentMessage = trio_agent.from_json(spec, trio_agent.AgentMessage)
+        return message
     fields = {key: value for key, value in spec.items() if key not in ("role", "timestamp")}
     return CustomMessage(spec["role"], fields)
 

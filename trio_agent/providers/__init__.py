@@ -9,12 +9,23 @@ servers that speak its chat completions: Ollama, vLLM, llama.cpp, ...),
 ``"anthropic-messages"`` (:mod:`~trio_agent.providers.anthropic`) and
 ``"google-generative-ai"`` (:mod:`~trio_agent.providers.google`). An
 application adds its own with :func:`register`.
+
+The provider modules are imported when first used: by a run on a model of
+their ``api`` (when it starts, through :func:`get_stream_fn`), or by reading
+``trio_agent.providers.anthropic`` and the like. The HTTP providers bring
+httpx and jiter with them; ``import trio_agent``, and a run on the scripted
+model, do not.
 """
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 import trio
 
+from .. import _public
 from .._errors import UnknownApiError
 from .._messages import AssistantMessage
 from .._model import Model
@@ -26,7 +37,9 @@ from .._stream import (
     StreamOptions,
     Timeouts,
 )
-from . import anthropic, faux, google, openai_chat, openai_responses
+
+if TYPE_CHECKING:
+    from . import anthropic, faux, google, openai_chat, openai_responses
 
 __all__ = [
     "AssistantMessageBuilder",
@@ -46,13 +59,27 @@ __all__ = [
     "stream",
 ]
 
-_registry: dict[str, StreamFn] = {
-    "faux": faux.stream,
-    anthropic.API: anthropic.stream,
-    google.API: google.stream,
-    openai_chat.API: openai_chat.stream,
-    openai_responses.API: openai_responses.stream,
+# The built-in providers: the module whose ``stream`` serves each api (each module's
+# ``API``), imported the first time that api is asked for.
+_BUILT_IN: dict[str, str] = {
+    "anthropic-messages": "anthropic",
+    "faux": "faux",
+    "google-generative-ai": "google",
+    "openai-chat": "openai_chat",
+    "openai-responses": "openai_responses",
 }
+_MODULES = frozenset(_BUILT_IN.values())
+
+# The stream functions registered, and those of the built-in providers imported so far:
+# after its first run, an api costs one lookup here.
+_registry: dict[str, StreamFn] = {}
+
+
+def __getattr__(name: str) -> ModuleType:
+    """The provider modules, imported on first use (``trio_agent.providers.anthropic``)."""
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(api: str, stream_fn: StreamFn) -> None:
@@ -66,19 +93,28 @@ def register(api: str, stream_fn: StreamFn) -> None:
 
 def registered_apis() -> list[str]:
     """The ``api`` names that have a stream function, sorted."""
-    return sorted(_registry)
+    return sorted(_registry.keys() | _BUILT_IN.keys())
 
 
 def get_stream_fn(api: str) -> StreamFn:
-    """The stream function registered for ``api``; :class:`UnknownApiError` if none is."""
+    """The stream function registered for ``api``; :class:`UnknownApiError` if none is.
+
+    A built-in provider's module is imported on the first call for its api.
+    """
     try:
         return _registry[api]
     except KeyError:
+        pass
+    module = _BUILT_IN.get(api)
+    if module is None:
         raise UnknownApiError(
             f"no stream function is registered for api {api!r} "
             f"(registered: {', '.join(registered_apis())}); "
             "register one with trio_agent.providers.register()"
-        ) from None
+        )
+    stream_fn: StreamFn = importlib.import_module(f"{__name__}.{module}").stream
+    # setdefault: a register() made while the module was being imported wins.
+    return _registry.setdefault(api, stream_fn)
 
 
 async def stream(
@@ -93,3 +129,9 @@ async def stream(
         return await stream_fn(model, context, options, emit)
     await trio.lowlevel.checkpoint()  # a refusal is a checkpoint too
     raise refusal
+
+
+# The provider modules are left out: they are imported on first use, and public already.
+_public.fixup_module_metadata(
+    __name__, {**globals(), "__all__": [name for name in __all__ if name not in _MODULES]}
+)

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from .. import _public
 from ..providers.faux import FauxCall as ScriptedCall
 from ..providers.faux import FauxModel as ScriptedModel
 from ..providers.faux import Reply, error, reply, text, thinking, tool_call
@@ -65,3 +66,5 @@ __all__ = [
     "thinking",
     "tool_call",
 ]
+
+_public.fixup_module_metadata(__name__, globals())

@@ -143,21 +143,21 @@ def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) 
                 fail(index, f"message_start while {_a(message.role)} message is open")
             if tools_open:
                 fail(index, f"message_start while tool calls {sorted(tools_open)} are running")
-            message = event.message  # type: ignore[union-attr]
+            message = event.message  # type: ignore[union-attr]  # a MessageStart, by its type
         elif kind == "message_update":
             if not isinstance(message, AssistantMessage):
                 fail(index, "message_update outside an assistant message")
         elif kind == "message_end":
             if message is None:
                 fail(index, "message_end without its message_start")
-            role = event.message.role  # type: ignore[union-attr]
+            role = event.message.role  # type: ignore[union-attr]  # a MessageEnd, by its type
             if message.role != role:
                 fail(
                     index, f"message_end of {_a(role)} message while {_a(message.role)} one is open"
                 )
             message = None
         elif kind.startswith("tool_execution_"):
-            call_id = event.tool_call_id  # type: ignore[union-attr]
+            call_id = event.tool_call_id  # type: ignore[union-attr]  # a tool event, by its type
             if not turn_open:
                 fail(index, "tool event outside a turn")
             if message is not None:

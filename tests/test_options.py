@@ -1,0 +1,168 @@
+"""The run options are declared once, as the fields of AgentLoopConfig: the Agent's keywords,
+its copy into each run's config and the API reference follow them."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from trio_agent import (
+    Agent,
+    AgentLoopConfig,
+    TextContent,
+    Timeouts,
+    UserMessage,
+    default_convert_to_llm,
+)
+from trio_agent.providers import faux
+
+API_REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+
+# The config fields an Agent fills in for each run, from its state and its queues.
+PER_RUN = frozenset({"model", "reasoning", "get_steering_messages", "get_follow_up_messages"})
+# The Agent's keywords that are not config fields: its state, its queue modes and the
+# stream function it runs with.
+AGENT_ONLY = frozenset(
+    {
+        "system_prompt",
+        "tools",
+        "messages",
+        "thinking_level",
+        "stream_fn",
+        "steering_mode",
+        "follow_up_mode",
+    }
+)
+FIELDS = {field.name: field for field in attrs.fields(AgentLoopConfig)}
+OPTIONS = sorted(FIELDS.keys() - PER_RUN)
+
+
+def _hook() -> Any:
+    async def hook(*args: object) -> None:
+        return None
+
+    return hook
+
+
+# A value other than the default for every option.
+SAMPLES: dict[str, Any] = {
+    "after_tool_call": _hook(),
+    "api_key": "sk-sample",
+    "before_tool_call": _hook(),
+    "convert_to_llm": _hook(),
+    "get_api_key": _hook(),
+    "headers": {"x-sample": "1"},
+    "max_retries": 5,
+    "max_retry_delay": 1.5,
+    "max_tokens": 123,
+    "prepare_next_turn": _hook(),
+    "session_id": "session-1",
+    "should_stop_after_turn": _hook(),
+    "temperature": 0.25,
+    "timeouts": Timeouts(connect=1.0, first_byte=2.0, idle=3.0),
+    "tool_execution": "sequential",
+    "transform_context": _hook(),
+}
+
+
+def _keywords() -> dict[str, inspect.Parameter]:
+    parameters = dict(inspect.signature(Agent).parameters)
+    assert parameters.pop("model").kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return parameters
+
+
+def _entry(heading: str) -> str:
+    """The text of the docs/api.md entry whose heading starts with ``heading``, without the
+    heading (which test_docs checks against the signature)."""
+    text = API_REFERENCE.read_text(encoding="utf-8")
+    match = re.search(rf"^{re.escape(heading)}.*?\n(?P<body>.*?)^#", text, re.MULTILINE | re.DOTALL)
+    assert match is not None, heading
+    return match["body"]
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"`{re.escape(name)}\b", text) is not None
+
+
+def test_the_agent_takes_each_option_as_a_keyword() -> None:
+    keywords = _keywords()
+    assert sorted(keywords) == sorted({*OPTIONS, *AGENT_ONLY})
+    assert {parameter.kind for parameter in keywords.values()} == {inspect.Parameter.KEYWORD_ONLY}
+
+
+def test_each_option_keyword_has_the_type_and_default_of_its_field() -> None:
+    keywords = _keywords()
+    agent_types = typing.get_type_hints(Agent.__init__)
+    field_types = typing.get_type_hints(AgentLoopConfig)
+    for name in OPTIONS:
+        field, default = FIELDS[name], keywords[name].default
+        if name == "headers":  # None also means no headers
+            assert (agent_types[name], default) == (field_types[name] | None, None)
+            assert field.default == attrs.Factory(dict)
+        else:
+            assert (name, agent_types[name], default) == (name, field_types[name], field.default)
+
+
+def test_the_samples_cover_every_option() -> None:
+    assert sorted(SAMPLES) == OPTIONS
+    for name, value in SAMPLES.items():
+        assert value != FIELDS[name].default, name
+
+
+@pytest.mark.parametrize("name", OPTIONS)
+def test_each_option_is_copied_into_each_runs_config(name: str) -> None:
+    agent = Agent(faux.model([]), **{name: SAMPLES[name]})
+    for _ in range(2):
+        config = agent._loop_config(skip_first_steering_poll=False)
+        assert getattr(config, name) == SAMPLES[name]
+        others = [other for other in OPTIONS if other not in (name, "convert_to_llm")]
+        defaults = AgentLoopConfig(model=config.model)
+        assert [getattr(config, o) for o in others] == [getattr(defaults, o) for o in others]
+
+
+def test_the_agent_copies_the_headers_it_is_given() -> None:
+    headers = {"x-sample": "1"}
+    agent = Agent(faux.model([]), headers=headers)
+    headers["x-sample"] = "2"
+    assert agent._loop_config(skip_first_steering_poll=False).headers == {"x-sample": "1"}
+
+
+async def test_the_agent_fills_in_the_per_run_fields() -> None:
+    first, second = faux.model([], id="first"), faux.model([], id="second")
+    agent = Agent(first, thinking_level="high")
+    config = agent._loop_config(skip_first_steering_poll=False)
+    assert (config.model, config.reasoning, config.convert_to_llm) == (
+        first,
+        "high",
+        default_convert_to_llm,
+    )
+    agent.set_model(second)
+    agent.set_thinking_level("off")
+    agent.steer("now")
+    agent.follow_up("later")
+    config = agent._loop_config(skip_first_steering_poll=False)
+    assert (config.model, config.reasoning) == (second, None)
+    assert config.get_steering_messages is not None
+    assert config.get_follow_up_messages is not None
+    queued = [*await config.get_steering_messages(), *await config.get_follow_up_messages()]
+    assert [(m.role, m.content) for m in queued if isinstance(m, UserMessage)] == [
+        ("user", (TextContent("now"),)),
+        ("user", (TextContent("later"),)),
+    ]
+
+
+def test_the_api_reference_describes_each_config_field() -> None:
+    text = _entry("#### `AgentLoopConfig(")
+    assert [name for name in FIELDS if not _mentions(text, name)] == []
+
+
+def test_the_api_reference_says_what_the_agent_does_with_the_other_keywords_and_fields() -> None:
+    text = _entry("#### `Agent(")
+    assert _mentions(text, "AgentLoopConfig")
+    assert [name for name in sorted(AGENT_ONLY | PER_RUN) if not _mentions(text, name)] == []
