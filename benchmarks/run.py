@@ -22,14 +22,19 @@ their floors are:
   subscriber that reads after the run), B8 (a provider's stream on loopback).
 - :mod:`benchmarks.concurrency`: B6 (abort latency), B7 (memory and abort
   of concurrent runs).
+- :mod:`benchmarks.pool`: the connections family, B9 (a chat of 100 prompts
+  over loopback TLS, beside a new client per prompt) and B10 (1,000
+  concurrent agents on one loopback server, beside the official openai SDK).
 - :mod:`benchmarks._common`: what they share (timing, sampling in turn, the
   figure record, the floors of several families).
 
 This module holds the table of figures and the command line.
 
-Only B8 touches the network (loopback, the server in the same process). A
-figure may carry sub-figures (``also``: B4's linearity, B7's abort time) and
-a ``detail`` line; both are in the table and in ``--json``.
+Only B8, B9 and B10 touch the network (loopback, the server in the same
+process). A figure may carry sub-figures (``also``: B4's linearity, B7's abort
+time, B10's wall time), a ``detail`` line, and a ``floor_title`` when its
+floor is a reference other than bare Trio (B9's new client per prompt, B10's
+openai SDK); all are in the table and in ``--json``.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 from benchmarks._common import Figure
 from benchmarks.concurrency import bench_b6, bench_b7
 from benchmarks.loop import bench_b1, bench_b1a, bench_b2, bench_b5
+from benchmarks.pool import bench_b9, bench_b10
 from benchmarks.streaming import bench_b3, bench_b4, bench_b8
 
 BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
@@ -58,6 +64,8 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
     "B6": ("abort latency (1,000 sleeping tools, Agent.abort() to return)", bench_b6, 15),
     "B7": ("concurrent runs (10,000 Agents, each in a sleeping tool)", bench_b7, 3),
     "B8": ("provider stream (20 MB of OpenAI chat SSE on loopback)", bench_b8, 5),
+    "B9": ("a chat of 100 prompts over loopback TLS, one pool", bench_b9, 3),
+    "B10": ("a server's worth of agents (1,000 on one loopback server, one pool)", bench_b10, 1),
 }
 
 
@@ -77,7 +85,7 @@ def _lines(result: Figure, indent: str) -> str:
         f"{indent}trio_agent {_format(result['median'], unit)} "
         f"(min {_format(result['min'], unit)}, max {_format(result['max'], unit)}, "
         f"n={result['repeats']})",
-        f"{indent}Trio floor {_format(result['floor'], unit)}   "
+        f"{indent}{result.get('floor_title', 'Trio floor')} {_format(result['floor'], unit)}   "
         f"ratio {result['ratio']:.2f}x the floor",
     ]
     for name, sub in result.get("also", {}).items():

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import queue
+import ssl
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from trio_agent import (
     UserMessage,
 )
 from trio_agent._stream import Timeouts
+from trio_agent.testing import ScriptedResponse, SSEServer, open_sse_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -102,3 +107,79 @@ def check_stream(events: Sequence[AssistantMessageEvent]) -> None:
             assert index == open_index, f"{kind} for block {index}, open: {open_index}"
             open_index = None
     assert open_index is None, f"block {open_index} is still open at {events[-1].type}"
+
+
+@attrs.define
+class ThreadedServer:
+    """An :class:`SSEServer` served by a ``trio.run`` of its own, in another thread: it
+    outlives the client's ``trio.run``, so a test can see what that run's end closes.
+
+    Its state belongs to its thread: read it with :meth:`read` (from the client's
+    ``trio.run``, in a worker thread: ``await trio.to_thread.run_sync(...)``).
+    """
+
+    server: SSEServer
+    token: trio.lowlevel.TrioToken
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def read(self) -> tuple[int, int, int]:
+        """``(requests, connections, closed_by_client)``, once the server has dealt with
+        everything that reached it: whatever the client sent or closed before this call
+        (on loopback, in the server's socket at once) is counted."""
+
+        async def settled() -> tuple[int, int, int]:
+            await trio.testing.wait_all_tasks_blocked()
+            server = self.server
+            return len(server.requests), server.connections, server.closed_by_client
+
+        return trio.from_thread.run(settled, trio_token=self.token)
+
+    def wait_closed_by_client(self, count: int = 1) -> None:
+        """Block until the client has closed ``count`` connections (10 s at most)."""
+
+        async def wait() -> None:
+            with trio.fail_after(10):
+                await self.server.wait_closed_by_client(count)
+
+        trio.from_thread.run(wait, trio_token=self.token)
+
+
+@contextlib.contextmanager
+def server_in_thread(
+    *responses: ScriptedResponse, ssl_context: ssl.SSLContext | None = None
+) -> Iterator[ThreadedServer]:
+    """Run an :class:`SSEServer` in a thread (its own ``trio.run``) for the block; a sync
+    test runs its client in a ``trio.run`` of its own."""
+    started: queue.Queue[ThreadedServer | BaseException] = queue.Queue()
+    stop = trio.CancelScope()
+    failure: list[BaseException] = []
+
+    async def serve() -> None:
+        with stop:
+            async with open_sse_server(*responses, ssl_context=ssl_context) as server:
+                started.put(ThreadedServer(server, trio.lowlevel.current_trio_token()))
+                await trio.sleep_forever()
+
+    def main() -> None:
+        try:
+            trio.run(serve)
+        except BaseException as exc:  # noqa: ASYNC103  (the thread's end: handed to the test)
+            failure.append(exc)
+            started.put(exc)
+
+    thread = threading.Thread(target=main, name="SSEServer thread", daemon=True)
+    thread.start()
+    handle = started.get(timeout=30)
+    if isinstance(handle, BaseException):
+        raise handle
+    try:
+        yield handle
+    finally:
+        trio.from_thread.run_sync(stop.cancel, trio_token=handle.token)
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the server's thread did not end"
+    if failure:
+        raise failure[0]

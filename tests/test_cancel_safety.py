@@ -406,6 +406,20 @@ async def test_task_watcher_names_a_task_that_outlived_its_code() -> None:
     watcher.check()  # all gone now
 
 
+async def test_task_watcher_does_not_count_system_tasks() -> None:
+    """A system task (the providers' pool keeps one per Trio run) is the Trio run's: it
+    lives until trio.run ends, and is no leak of the code that happened to start it."""
+    watcher = TaskWatcher()
+    async with trio.open_nursery() as outside:
+        with watcher.watching():
+            trio.lowlevel.spawn_system_task(trio.sleep_forever, name="the run's own")
+            outside.start_soon(trio.sleep_forever, name="lingerer")
+        await trio.testing.wait_all_tasks_blocked()
+        assert [task.name for task in watcher.started] == ["lingerer"]
+        outside.cancel_scope.cancel()
+    watcher.check()
+
+
 async def test_task_watcher_running_lists_the_watching_task_and_the_counted_ones_alive() -> None:
     watcher = TaskWatcher()
     me = trio.lowlevel.current_task()

@@ -223,12 +223,14 @@ def test_provider_failures_are_error_replies_that_keep_what_arrived(
     it comes, the run returns normally with an assistant message that ends in ``error``,
     says what happened, and keeps exactly the text of the events that arrived before the
     fault (or, with no fault or one after the stream's end, the whole reply); the response
-    is closed and the server sees the connection end, no task is left (7), and the key —
-    which the server echoes in its errors — shows nowhere."""
+    is closed, and its connection either ended (the server sees it end) or, the body read
+    whole, went back to the Trio run's pool, where the next request reuses it; no task is
+    left (7), and the key — which the server echoes in its errors — shows nowhere."""
     reply, fault, pieces = case
     text, error = expected_reply(reply, fault)
     recorder = EventRecorder()
     watcher = TaskWatcher()
+    pooled: list[bool] = []
 
     async def main() -> list[AgentMessage]:
         async with open_sse_server(scripted_response(reply, fault, pieces, key)) as server:
@@ -245,9 +247,18 @@ def test_provider_failures_are_error_replies_that_keep_what_arrived(
                 )
             watcher.check()
             assert server.requests[0].headers["authorization"] == f"Bearer {key}"
-            if fault.kind != "drop":  # dropped by the server itself
-                with trio.fail_after(5):
-                    await server.wait_closed_by_client()
+            await trio.testing.wait_all_tasks_blocked()  # the server saw what the client did
+            pooled.append(server.open_connections == 1)
+            if pooled[0]:  # read whole: back in the pool, idle, and the next request's
+                assert server.closed_by_client == 0
+                server.add(ScriptedResponse(body=reply.body))
+                again = await run_agent_loop(
+                    [UserMessage.text("again")], AgentContext(), config, EventRecorder()
+                )
+                assert again[-1].stop_reason == "stop"  # type: ignore[union-attr]
+                assert server.connections == 1
+            elif fault.kind != "drop":  # (dropped by the server itself)
+                assert server.closed_by_client == 1
         return messages
 
     responses: list[httpx.Response] = []
@@ -261,7 +272,7 @@ def test_provider_failures_are_error_replies_that_keep_what_arrived(
     with captured_logs() as logs, pytest.MonkeyPatch.context() as patch:
         patch.setattr(httpx.AsyncClient, "send", recording_send)
         messages = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0.05))
-    assert len(responses) == 1
+    assert len(responses) == 1 + pooled[0]
     assert responses[0].is_closed  # invariant 7: every HTTP response the run opened is closed
     check_event_grammar(recorder.events)
     check_transcript(messages)

@@ -36,7 +36,7 @@ from trio_agent import (
     ToolResultMessage,
     UserMessage,
 )
-from trio_agent.providers import anthropic, google, openai_chat, openai_responses
+from trio_agent.providers import _pool, anthropic, google, openai_chat, openai_responses
 from trio_agent.providers._common import HttpProvider
 from trio_agent.testing import (
     EventRecorder,
@@ -573,6 +573,10 @@ async def test_an_abort_mid_stream_closes_the_connection_and_keeps_the_text(
                 agent.abort()
 
         agent.subscribe(abort_on_text)
+        # The Trio run's pool, and the system task that owns it until trio.run ends, are
+        # the Trio run's, not the agent run's: made before the snapshot, as by any
+        # earlier request of this trio.run.
+        _pool.current_pool()
         await trio.testing.wait_all_tasks_blocked()
         before = live_tasks()
         with trio.fail_after(30):  # the stall would end only at the 60 s idle timeout
@@ -615,7 +619,9 @@ async def test_an_agent_runs_a_tool_and_sends_its_result_back(api: Api, clock: A
         agent.subscribe(recorder)
         with trio.fail_after(30):
             await agent.prompt("Echo something.")
-            await server.wait_closed_by_client()  # the run's connection ends with it
+        await trio.testing.wait_all_tasks_blocked()
+        # The connection outlives the run, in the Trio run's pool (closed when trio.run ends).
+        assert (server.open_connections, server.closed_by_client) == (1, 0)
     messages = list(agent.state.messages)
     assert [message.role for message in messages] == [
         "user",

@@ -23,7 +23,7 @@ import trio.testing
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests._providers import Call, call, context, fixture, io_clock, options
+from tests._providers import Call, call, context, fixture, io_clock, options, server_in_thread
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -325,7 +325,12 @@ async def test_cancelling_mid_stream_closes_the_connection_and_keeps_the_partial
     check_event_grammar(recorder.events)
 
 
-async def test_connections_are_pooled_within_a_run_and_closed_at_its_end(clock: Any) -> None:
+def test_connections_are_pooled_across_runs_and_closed_when_the_trio_run_ends() -> None:
+    """The Trio run's pool serves every run of it: two runs (three requests) share one
+    connection, which stays open after each run and is closed when ``trio.run`` ends.
+
+    The server runs in a thread of its own (its own ``trio.run``), so that what the
+    client's ``trio.run`` closes as it ends can be seen after it returned."""
     from tests._support import ECHO
 
     reply = (
@@ -333,21 +338,33 @@ async def test_connections_are_pooled_within_a_run_and_closed_at_its_end(clock: 
         .replace(b"get_weather", b"echo")
         .replace(b"get_time", b"echo")
     )
-    server = SSEServer([ScriptedResponse(body=reply), ScriptedResponse(body=TEXT)])
-    async with trio.open_nursery() as nursery:
-        await server.start(nursery)
-        await run_agent_loop(
-            [UserMessage.text("hi")],
-            AgentContext(tools=[ECHO]),
-            AgentLoopConfig(model=model(server.url), api_key="k"),
-            EventRecorder(),
-        )
-        with trio.fail_after(5):
-            await server.wait_closed_by_client()
-        nursery.cancel_scope.cancel()
-    assert len(server.requests) == 2
-    assert server.connections == 1  # both requests on one connection
-    assert server.closed_by_client == 1
+    script = [
+        ScriptedResponse(body=reply),
+        ScriptedResponse(body=TEXT),
+        ScriptedResponse(body=TEXT),
+    ]
+    with server_in_thread(*script) as server:
+        seen: list[tuple[int, int, int]] = []
+
+        async def client() -> None:
+            for tools in ([ECHO], []):
+                messages = await run_agent_loop(
+                    [UserMessage.text("hi")],
+                    AgentContext(tools=tools),
+                    AgentLoopConfig(model=model(server.url), api_key="k"),
+                    EventRecorder(),
+                )
+                last = messages[-1]
+                assert isinstance(last, AssistantMessage)
+                assert last.stop_reason == "stop"
+                seen.append(await trio.to_thread.run_sync(server.read))
+
+        trio.run(client)
+        # (requests, connections, closed by the client) after each run: one connection,
+        # still open after both runs.
+        assert seen == [(2, 1, 0), (3, 1, 0)]
+        server.wait_closed_by_client(1)  # the end of trio.run closed it
+        assert server.read() == (3, 1, 1)
 
 
 def test_error_text_reads_every_known_error_shape() -> None:

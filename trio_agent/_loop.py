@@ -31,7 +31,6 @@ from typing import TypeVar
 import attrs
 import trio
 
-from . import _resources
 from ._cancel import CancelProbe, cancel_probe, catches
 from ._config import (
     AgentContext,
@@ -67,7 +66,6 @@ from ._messages import (
     UserMessage,
 )
 from ._model import Model
-from ._resources import RunResources
 from ._stream import LlmContext, StreamFn, StreamOptions
 from ._tools import AgentTool
 from ._views import Prefix
@@ -703,8 +701,6 @@ async def _run_inside(
     escaped them (an abort, which ``abort`` catches, is none)."""
     run._cancelled = cancel_probe()
     error: BaseException | None = None
-    resources = RunResources()  # what the run's providers keep open (an HTTP pool)
-    token = _resources.enter(resources)
     try:
         with abort:
             # The nursery holds the run's child tasks (parallel tool calls, the
@@ -730,8 +726,6 @@ async def _run_inside(
         if run.tool_calls is not None:
             run.tool_calls.close()
             run.tool_calls = None  # it refers to the run: no cycle left behind
-        _resources.leave(token)
-        await resources.aclose()  # shielded: sockets close even when cancelled
     return error
 
 

@@ -20,8 +20,7 @@ model, do not.
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -40,11 +39,13 @@ from .._stream import (
 
 if TYPE_CHECKING:
     from . import anthropic, faux, google, openai_chat, openai_responses
+    from ._pool import Pool, open_pool
 
 __all__ = [
     "AssistantMessageBuilder",
     "Emit",
     "LlmContext",
+    "Pool",
     "StreamFn",
     "StreamOptions",
     "Timeouts",
@@ -52,6 +53,7 @@ __all__ = [
     "faux",
     "get_stream_fn",
     "google",
+    "open_pool",
     "openai_chat",
     "openai_responses",
     "register",
@@ -69,16 +71,21 @@ _BUILT_IN: dict[str, str] = {
     "openai-responses": "openai_responses",
 }
 _MODULES = frozenset(_BUILT_IN.values())
+# The connection pools, imported on first use too (they import httpx).
+_POOL_NAMES = frozenset({"Pool", "open_pool"})
 
 # The stream functions registered, and those of the built-in providers imported so far:
 # after its first run, an api costs one lookup here.
 _registry: dict[str, StreamFn] = {}
 
 
-def __getattr__(name: str) -> ModuleType:
-    """The provider modules, imported on first use (``trio_agent.providers.anthropic``)."""
+def __getattr__(name: str) -> Any:
+    """The provider modules (``trio_agent.providers.anthropic``) and the pools
+    (:func:`open_pool`), imported on first use."""
     if name in _MODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _POOL_NAMES:
+        return getattr(importlib.import_module(f"{__name__}._pool"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -133,5 +140,6 @@ async def stream(
 
 # The provider modules are left out: they are imported on first use, and public already.
 _public.fixup_module_metadata(
-    __name__, {**globals(), "__all__": [name for name in __all__ if name not in _MODULES]}
+    __name__,
+    {**globals(), "__all__": [name for name in __all__ if name not in _MODULES | _POOL_NAMES]},
 )

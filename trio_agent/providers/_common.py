@@ -394,7 +394,8 @@ class HttpProvider:
 
     def __init__(self, http_client: Any = None) -> None:
         """``http_client``: an ``httpx.AsyncClient`` to send with, which the caller closes;
-        without one, each run pools its own connections and closes them when it ends."""
+        without one, requests go through the current pool (one per Trio run, or the
+        :func:`~trio_agent.providers.open_pool` block's)."""
         self.transport = Transport(self.label, http_client)
 
     def key_variables(self, model: Model) -> tuple[str, ...]:

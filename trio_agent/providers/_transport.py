@@ -29,10 +29,11 @@ characters, and the API key is removed from it *before* it is cut
 
 Lifetimes. A response is always closed — when the stream is done, when a
 failure ends it, and when the caller is cancelled (then in a shielded scope,
-with a grace period, so that the server sees the connection close). The
-pooled ``httpx.AsyncClient`` lives as long as the run that first needed it
-(see ``trio_agent._resources``), or, outside a run, as long as one request;
-an application may give a provider its own client, whose life it owns.
+with a grace period, so that the server sees the connection close). Requests
+go through the current pool (:mod:`._pool`: one per Trio run, or the
+:func:`~trio_agent.providers.open_pool` block's), whose keep-alive connections
+serve every run and agent of that Trio run; an application may give a
+provider its own client, whose life it owns.
 """
 
 from __future__ import annotations
@@ -40,9 +41,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import email.utils
-import functools
+import math
 import random
-import ssl
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -52,8 +52,8 @@ import httpx  # noqa: ASYNC127  (the design's client)
 import jiter
 import trio
 
-from .._resources import current_resources
-from .._stream import StreamOptions, Timeouts
+from .._stream import StreamOptions
+from ._pool import current_pool
 from ._sse import MAX_EVENT_CHARS, EventTooLarge, SseDecoder, SseEvent
 
 __all__ = [
@@ -397,26 +397,27 @@ class SseStream:
 
 def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
     """What the HTTP library says of a failure: it may quote the server's bytes
-    (h11 quotes a malformed status or header line, up to 16 KiB of it)."""
-    return _clip(str(exc), secrets) or type(exc).__name__
+    (h11 quotes a malformed status or header line, up to 16 KiB of it).
+
+    An exception without a message (httpx's ``ConnectError`` of a failed TLS
+    handshake over Trio wraps a bare ``trio.BrokenResourceError``) is told by
+    the first exception of its cause chain that has one (the ``ssl`` error:
+    ``CERTIFICATE_VERIFY_FAILED``), else by its type's name.
+    """
+    text = str(exc)
+    cause = exc.__cause__ or exc.__context__
+    for _ in range(10):  # a chain is short; a cycle must not hang this
+        if text or cause is None:
+            break
+        text = str(cause)
+        cause = cause.__cause__ or cause.__context__
+    return _clip(text, secrets) or type(exc).__name__
 
 
 def _backoff(attempt: int) -> float:
     """1 s, 2 s, 4 s, ... with up to 25% jitter."""
     delay: float = 2.0**attempt
     return delay * (1 + random.random() / 4)
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """httpx's default TLS context (certifi's CA bundle), made once per process.
-
-    httpx makes one for every new client, reading the CA bundle from disk on the
-    event loop (tens of milliseconds), and a run makes a client: shared, that cost
-    is paid once. It is made here, not in a worker thread, because waiting for a
-    thread lets a test's autojumping MockClock jump over a loopback request.
-    """
-    return httpx.create_ssl_context()
 
 
 class Transport:
@@ -426,21 +427,11 @@ class Transport:
         self.name = name
         self._own_client = client
 
-    def _client(self, timeouts: Timeouts) -> tuple[httpx.AsyncClient, bool]:
-        """The client to use, and whether this call must close it."""
+    def _client(self) -> httpx.AsyncClient:
+        """The client to send with: the application's own, else the current pool's."""
         if self._own_client is not None:
-            return self._own_client, False
-        resources = current_resources()
-        client = None if resources is None else resources.get(self)
-        if client is None:
-            limits = httpx.Timeout(
-                timeouts.connect, read=None, write=timeouts.connect, pool=timeouts.connect
-            )
-            client = httpx.AsyncClient(timeout=limits, verify=_tls_context())
-            if resources is None:
-                return client, True
-            resources.put(self, client, client.aclose)
-        return client, False
+            return self._own_client
+        return current_pool().client
 
     async def open(
         self,
@@ -481,52 +472,60 @@ class Transport:
         self, request: HttpRequest, options: StreamOptions, name: str, secrets: tuple[str, ...]
     ) -> _Opened:
         timeouts = options.timeouts
-        client, close_client = self._client(timeouts)
-        opened: _Opened | None = None
+        client = self._client()
+        # No limit on the wait for a free connection of a bounded pool: it lasts as long as
+        # the streams ahead of this request (minutes, for a model), and the caller's cancel
+        # scope (an abort, a deadline) ends it.
+        built = client.build_request(
+            "POST",
+            request.url,
+            headers={"accept": "text/event-stream", **request.headers},
+            json=request.body,
+            timeout=httpx.Timeout(timeouts.connect, read=None, write=timeouts.connect, pool=None),
+        )
+        built.stream = _Body(built.content)
+        first_byte = timeouts.first_byte if timeouts.first_byte is not None else float("inf")
+        # The first-byte limit runs from the moment the request is sent (httpcore's trace
+        # says when), not while it waits for a connection. An application's own client,
+        # whose transport may not trace, is also held to it from the start of the call.
+        deadline = trio.CancelScope(
+            deadline=trio.current_time() + first_byte if self._own_client is not None else math.inf
+        )
+
+        async def trace(event: str, info: Any) -> None:
+            if event.endswith("send_request_headers.started"):
+                deadline.deadline = trio.current_time() + first_byte
+
+        built.extensions["trace"] = trace
+        response: httpx.Response | None = None
         try:
-            built = client.build_request(
-                "POST",
-                request.url,
-                headers={"accept": "text/event-stream", **request.headers},
-                json=request.body,
+            with deadline:
+                response = await client.send(built, stream=True)
+        except httpx.TimeoutException as exc:
+            raise ProviderFailure(
+                f"could not connect to {name} ({_describe(exc, secrets)})", retryable=True
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ProviderFailure(
+                f"could not reach {name}: {_describe(exc, secrets)}", retryable=True
+            ) from None
+        if response is None:  # the deadline cancelled the send
+            raise ProviderFailure(
+                f"no response from {name} within {first_byte:g} s (first-byte timeout)",
+                retryable=True,
             )
-            built.stream = _Body(built.content)
-            first_byte = timeouts.first_byte if timeouts.first_byte is not None else float("inf")
-            try:
-                with trio.fail_after(first_byte):
-                    response = await client.send(built, stream=True)
-            except trio.TooSlowError:
-                raise ProviderFailure(
-                    f"no response from {name} within {first_byte:g} s (first-byte timeout)",
-                    retryable=True,
-                ) from None
-            except httpx.TimeoutException as exc:
-                raise ProviderFailure(
-                    f"could not connect to {name} ({_describe(exc, secrets)})", retryable=True
-                ) from None
-            except httpx.HTTPError as exc:
-                raise ProviderFailure(
-                    f"could not reach {name}: {_describe(exc, secrets)}", retryable=True
-                ) from None
-            # From here on, closing ``opened`` closes the client too.
-            opened = _Opened(
-                name, response, client if close_client else None, timeouts.idle, secrets
-            )
-            accepted = False
-            try:
-                failure = await opened.check()
-                accepted = failure is None
-            finally:
-                if not accepted:
-                    with trio.move_on_after(_CLOSE_GRACE, shield=True):
-                        await opened.aclose()
-            if failure is not None:
-                raise failure
-            return opened
+        opened = _Opened(name, response, timeouts.idle, secrets)
+        accepted = False
+        try:
+            failure = await opened.check()
+            accepted = failure is None
         finally:
-            if opened is None and close_client:
+            if not accepted:
                 with trio.move_on_after(_CLOSE_GRACE, shield=True):
-                    await client.aclose()
+                    await opened.aclose()
+        if failure is not None:
+            raise failure
+        return opened
 
 
 class _Opened:
@@ -536,13 +535,11 @@ class _Opened:
         self,
         name: str,
         response: httpx.Response,
-        client: httpx.AsyncClient | None,
         idle: float | None,
         secrets: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.response = response
-        self._client = client
         self._secrets = secrets
         self.events = SseStream(name, response, idle, secrets)
 
@@ -598,5 +595,3 @@ class _Opened:
         # that the server sees it end and the socket is not left to the pool.
         with trio.move_on_after(_CLOSE_GRACE, shield=True):
             await self.events.aclose()
-            if self._client is not None:
-                await self._client.aclose()

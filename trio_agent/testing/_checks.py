@@ -255,7 +255,11 @@ class TaskWatcher(trio.abc.Instrument):
 
     A task counts when it is started while a watched task runs (whatever
     nursery it goes into), or when its nursery belongs to a counted task.
-    The task that enters :meth:`watching` is watched, not counted.
+    The task that enters :meth:`watching` is watched, not counted. A Trio
+    system task (``trio.lowlevel.spawn_system_task``) never counts: it is the
+    Trio run's, not the code's, and lives until ``trio.run`` ends by design —
+    the providers' connection pool of a Trio run is owned by one, started by
+    the first request that needs it.
     """
 
     def __init__(self) -> None:
@@ -268,6 +272,8 @@ class TaskWatcher(trio.abc.Instrument):
 
     def _counts(self, task: trio.lowlevel.Task) -> bool:
         nursery = task.parent_nursery
+        if nursery is not None and nursery.parent_task is trio.lowlevel.current_root_task():
+            return False  # a system task: it belongs to the Trio run (see the class)
         if nursery is not None and nursery.parent_task in self._watched:
             return True
         try:

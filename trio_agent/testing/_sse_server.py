@@ -13,15 +13,22 @@ way), and optionally a fault:
 * ``stall_after``: send nothing more after some body bytes, and keep the
   connection open until the client gives up;
 * ``stall_before_head``: send nothing at all, not even the status line;
+* ``close``: close the connection once the response is sent (a server whose
+  keep-alive timeout fires: the client's pooled connection is dead);
+* ``hang_up``: close the connection as soon as the request arrived, without
+  answering (what a client sees when it reuses a keep-alive connection that
+  the server closed just then);
 * ``malformed_after``: splice a broken event (``data: {"malformed``) into the
   body at an event boundary;
 * :meth:`ScriptedResponse.error`: an HTTP error status with a JSON body and
   ``retry-after`` / ``retry-after-ms``.
 
 Every request is recorded (:class:`RecordedRequest`: method, path, headers,
-body), and the server counts the connections it accepted and those the client
-closed, so a test can check that cancelling a request ends it
-(:meth:`SSEServer.wait_closed_by_client`)::
+body), and the server counts the connections it accepted, how many were open
+at once at most, and those the client closed, so a test can check that
+cancelling a request ends it (:meth:`SSEServer.wait_closed_by_client`) and
+that a pool reuses and bounds its connections. Given an ``ssl_context`` it
+serves HTTPS (``https://127.0.0.1:<port>``)::
 
     async with open_sse_server(ScriptedResponse(body=body, pieces=(1, 7))) as server:
         model = openai_chat.model("gpt-4.1", base_url=server.url + "/v1")
@@ -41,7 +48,8 @@ import http
 import json
 import random
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -137,6 +145,15 @@ class ScriptedResponse:
     this many bytes (0: before the first event); the rest of the body follows it."""
     malformed_event: bytes = MALFORMED_EVENT
     """What ``malformed_after`` splices in: by default a ``data:`` line of JSON cut short."""
+    close: bool = False
+    """Close the connection once this response is sent whole, without saying so (no
+    ``connection: close`` header; add it to ``headers`` to say it): the client's idle
+    keep-alive connection is then closed under it, as when a server's keep-alive
+    timeout fires."""
+    hang_up: bool = False
+    """Close the connection as soon as the request has arrived, without answering (the
+    request is recorded): a keep-alive connection the server closed just as the
+    client reused it."""
 
     @classmethod
     def error(
@@ -218,19 +235,31 @@ class SSEServer:
 
     * :attr:`requests`: every request received, in order;
     * :attr:`connections`: how many connections were accepted;
+    * :attr:`open_connections`, :attr:`peak_connections`: how many are open
+      now, and the most that were open at once;
     * :attr:`closed_by_client`: how many of them the client closed (or
       broke) before the server was done with them;
     * :attr:`served`: how many requests were answered;
     * :attr:`responses`: the responses not served yet.
 
-    ``seed`` seeds the piece sizes of ``pieces=(low, high)``.
+    ``seed`` seeds the piece sizes of ``pieces=(low, high)``; ``ssl_context``
+    (a server-side context, e.g. from ``trustme``) makes it serve HTTPS.
     """
 
-    def __init__(self, responses: Iterable[ScriptedResponse] = (), *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        responses: Iterable[ScriptedResponse] = (),
+        *,
+        seed: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.responses: list[ScriptedResponse] = list(responses)
         self.requests: list[RecordedRequest] = []
         self.closed_by_client = 0
         self.connections = 0
+        self.open_connections = 0
+        self.peak_connections = 0
+        self.ssl_context = ssl_context
         self.served = 0
         self.port = 0
         """The port it listens on (0 until started)."""
@@ -245,8 +274,10 @@ class SSEServer:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``, without a trailing slash."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:<port>`` (``https`` with an ``ssl_context``), without a
+        trailing slash."""
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def add(self, *responses: ScriptedResponse) -> None:
         """Append responses to the script."""
@@ -257,8 +288,19 @@ class SSEServer:
 
         The server runs until ``nursery`` is cancelled.
         """
-        listeners = await nursery.start(partial(trio.serve_tcp, host="127.0.0.1"), self._handle, 0)
-        self.port = listeners[0].socket.getsockname()[1]
+        serve: Callable[..., Awaitable[object]]
+        if self.ssl_context is None:
+            serve = partial(trio.serve_tcp, host="127.0.0.1")
+        else:
+            serve = partial(
+                trio.serve_ssl_over_tcp,
+                ssl_context=self.ssl_context,
+                host="127.0.0.1",
+                https_compatible=True,
+            )
+        listeners = await nursery.start(serve, self._handle, 0)
+        tcp = listeners[0] if self.ssl_context is None else listeners[0].transport_listener
+        self.port = tcp.socket.getsockname()[1]
         return self.url
 
     async def wait_closed_by_client(self, count: int = 1) -> None:
@@ -275,8 +317,10 @@ class SSEServer:
         self._closed.set()
         self._closed = trio.Event()
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
+    async def _handle(self, stream: trio.abc.Stream) -> None:
         self.connections += 1
+        self.open_connections += 1
+        self.peak_connections = max(self.peak_connections, self.open_connections)
         try:
             while True:
                 request = await _read_request(stream)
@@ -291,10 +335,13 @@ class SSEServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._client_closed()
         finally:
+            self.open_connections -= 1
             await stream.aclose()
 
-    async def _answer(self, stream: trio.SocketStream, response: ScriptedResponse) -> bool:
+    async def _answer(self, stream: trio.abc.Stream, response: ScriptedResponse) -> bool:
         """Send ``response``; False when the connection must end afterwards."""
+        if response.hang_up:
+            return False
         if response.stall_before_head:
             await self._until_client_closes(stream)
             return False
@@ -324,9 +371,9 @@ class SSEServer:
                 await stream.send_all(b"%x\r\n%s\r\n" % (len(piece), piece))
                 sent += len(piece)
         await stream.send_all(b"0\r\n\r\n")
-        return True
+        return not response.close
 
-    async def _until_client_closes(self, stream: trio.SocketStream) -> None:
+    async def _until_client_closes(self, stream: trio.abc.Stream) -> None:
         """Send nothing more, but notice when the client gives up."""
         while await stream.receive_some(65536):
             pass
@@ -358,7 +405,7 @@ def _reason(status: int) -> str:
         return _REASONS.get(status, "Unknown")
 
 
-async def _read_request(stream: trio.SocketStream) -> RecordedRequest | None:
+async def _read_request(stream: trio.abc.Stream) -> RecordedRequest | None:
     """One HTTP/1.1 request (head and Content-Length body), or None at EOF."""
     buffer = b""
     while b"\r\n\r\n" not in buffer:
@@ -383,7 +430,9 @@ async def _read_request(stream: trio.SocketStream) -> RecordedRequest | None:
 
 
 @asynccontextmanager
-async def open_sse_server(*responses: ScriptedResponse, seed: int = 0) -> AsyncIterator[SSEServer]:
+async def open_sse_server(
+    *responses: ScriptedResponse, seed: int = 0, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[SSEServer]:
     """Run an :class:`SSEServer` with these responses for the duration of the block.
 
     ::
@@ -397,7 +446,7 @@ async def open_sse_server(*responses: ScriptedResponse, seed: int = 0) -> AsyncI
     # The server's tasks belong to the block: they live in a nursery around the yield,
     # and since serve_tcp runs until cancelled, cancelling them is how the block ends.
     async with trio.open_nursery() as nursery:
-        server = SSEServer(responses, seed=seed)
+        server = SSEServer(responses, seed=seed, ssl_context=ssl_context)
         await server.start(nursery)
         try:
             yield server
