@@ -7,6 +7,14 @@
   to report the virtual time the abort took (0: nothing in it waits on the
   clock). Floor: cancelling a nursery of 1,000 tasks blocked in
   ``trio.sleep_forever()``, timed the same way.
+- B6m (a sub-figure of B6): abort during an MCP call — one call of the
+  example server's slow tool (docs/examples/mcp_server.py, ``wait``, over
+  stdio: a real subprocess, started once for all the samples); once the
+  request is out and every task is blocked, ``Agent.abort()`` and the wall
+  time until ``prompt()`` has returned (the SDK tells the server with
+  ``notifications/cancelled`` on the way). Its floor: the same abort of one
+  native sleeping tool, B6's tool. Only when ``trio_agent.mcp`` imports (the
+  ``mcp`` extra); else B6's detail says "mcp not installed".
 - B7: concurrent runs — 10,000 agents (``Agent``) in one ``trio.run``, each
   ``prompt()`` in a task of one nursery, each run in a tool that sleeps
   forever. Memory per run: memory traced by ``tracemalloc`` (started before
@@ -19,9 +27,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import importlib.util
 import math
 import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
@@ -32,10 +43,11 @@ import trio
 import trio.testing
 
 from benchmarks._common import Figure, alternating, figure, noop_listener
-from trio_agent import Agent, AgentTool, ToolResult, ToolUpdate
+from trio_agent import Agent, AgentTool, ToolResult, ToolResultMessage, ToolUpdate
 from trio_agent.providers import faux
 
 _ROOT = str(Path(__file__).resolve().parent.parent) + "/"  # shortens file names in B7's sites
+_MCP_SERVER = Path(__file__).resolve().parent.parent / "docs" / "examples" / "mcp_server.py"
 
 
 async def _settled(entered: trio.Event) -> None:
@@ -139,6 +151,73 @@ async def _b6_abort(calls: int, clock: Callable[[], float]) -> float:
     return ended - start
 
 
+async def _abort_one(agent: Agent, called: trio.Event, settle: float) -> float:
+    """Seconds from ``agent.abort()``, once ``called`` is set (and ``settle`` seconds have
+    passed, for a subprocess to read the request) and every task is blocked, until
+    ``prompt()`` has returned with its one call's result."""
+    agent.subscribe(noop_listener)
+    ended = math.nan
+
+    async def run() -> None:
+        nonlocal ended
+        await agent.prompt("go")
+        ended = time.perf_counter()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await called.wait()
+        await trio.sleep(settle)
+        await trio.testing.wait_all_tasks_blocked()
+        start = time.perf_counter()
+        agent.abort()
+    results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+    if len(results) != 1 or not results[0].is_error:
+        raise RuntimeError(f"B6m: the aborted run left {results!r}, not one error result")
+    return ended - start
+
+
+def _signalling(tool: AgentTool) -> tuple[AgentTool, trio.Event]:
+    """``tool``, and an event set when a call of it starts."""
+    called = trio.Event()
+    remote = tool.execute
+
+    async def execute(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        called.set()
+        return await remote(call_id, args, on_update)
+
+    signalling = AgentTool(
+        name=tool.name, description=tool.description, parameters=tool.parameters, execute=execute
+    )
+    return signalling, called
+
+
+def _b6m_samples(repeats: int, settle: float = 0.05) -> tuple[list[float], list[float]]:
+    """Milliseconds to abort a run in one MCP call (the example server's ``wait``, over
+    stdio), and in one native sleeping tool, taken in turn; one server for all."""
+    from trio_agent import mcp
+
+    mcp_samples: list[float] = []
+    native_samples: list[float] = []
+    reply = faux.reply(faux.tool_call("wait", {"seconds": 3600}, id="w"))
+    native_reply = faux.reply(faux.tool_call("sleep", {}, id="t"))
+
+    async def main() -> None:
+        async with mcp.open_server(sys.executable, args=[str(_MCP_SERVER)]) as server:
+            (wait,) = [tool for tool in server.tools if tool.name == "wait"]
+            for _ in range(repeats):
+                tool, called = _signalling(wait)
+                agent = Agent(faux.model([reply]), tools=[tool])
+                gc.collect()
+                mcp_samples.append(await _abort_one(agent, called, settle) * 1e3)
+                native, all_in = _sleeping_tool(1)
+                gc.collect()
+                native_agent = Agent(faux.model([native_reply]), tools=[native])
+                native_samples.append(await _abort_one(native_agent, all_in, settle) * 1e3)
+
+    trio.run(main)
+    return mcp_samples, native_samples
+
+
 def bench_b6(repeats: int, calls: int = 1000) -> Figure:
     clock = time.perf_counter
     samples, floor_samples = alternating(
@@ -150,13 +229,33 @@ def bench_b6(repeats: int, calls: int = 1000) -> Figure:
         lambda: _b6_abort(calls, trio.current_time),
         clock=trio.testing.MockClock(autojump_threshold=0),
     )
+    detail = f"virtual time from abort to return (MockClock, autojump 0): {virtual:g} s"
+    also: dict[str, Figure] = {}
+    if importlib.util.find_spec("mcp") is None:
+        detail += "; B6m, abort during an MCP call: mcp not installed"
+    else:
+        with contextlib.suppress(ImportError):
+            import trio_agent.mcp  # noqa: F401  (the extra, whole)
+
+            mcp_samples, native_samples = _b6m_samples(repeats)
+            also["mcp"] = figure(
+                mcp_samples,
+                native_samples,
+                "ms",
+                lower_is_better=True,
+                title="B6m: abort during one MCP call (example server, stdio)",
+                floor_title="one native sleeping tool",
+            )
+        if not also:
+            detail += "; B6m, abort during an MCP call: mcp not installed"
     return figure(
         samples,
         floor_samples,
         "ms",
         lower_is_better=True,
         virtual_s=virtual,
-        detail=f"virtual time from abort to return (MockClock, autojump 0): {virtual:g} s",
+        also=also,
+        detail=detail,
     )
 
 

@@ -20,8 +20,9 @@ their floors are:
   ``Agent``), B2 (parallel fan-out), B5 (flat growth).
 - :mod:`benchmarks.streaming`: B3 (streaming deltas), B4 (bursts into a
   subscriber that reads after the run), B8 (a provider's stream on loopback).
-- :mod:`benchmarks.concurrency`: B6 (abort latency), B7 (memory and abort
-  of concurrent runs).
+- :mod:`benchmarks.concurrency`: B6 (abort latency; with B6m, an abort
+  during one MCP call over stdio, when the ``mcp`` extra is installed), B7
+  (memory and abort of concurrent runs).
 - :mod:`benchmarks.pool`: the connections family, B9 (a chat of 100 prompts
   over loopback TLS, beside a new client per prompt) and B10 (1,000
   concurrent agents on one loopback server, beside the official openai SDK).
@@ -31,8 +32,8 @@ their floors are:
 This module holds the table of figures and the command line.
 
 Only B8, B9 and B10 touch the network (loopback, the server in the same
-process). A figure may carry sub-figures (``also``: B4's linearity, B7's abort
-time, B10's wall time), a ``detail`` line, and a ``floor_title`` when its
+process). A figure may carry sub-figures (``also``: B4's linearity, B6m, B7's
+abort time, B10's wall time), a ``detail`` line, and a ``floor_title`` when its
 floor is a reference other than bare Trio (B9's new client per prompt, B10's
 openai SDK); all are in the table and in ``--json``.
 """

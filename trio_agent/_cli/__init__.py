@@ -11,7 +11,11 @@
 - ``models [--provider P] [--api API]``: the model catalog, one model a line.
 
 ``run`` and ``chat`` take ``--provider NAME`` to use a catalog provider's model
-(its base URL, prices and key variable) rather than the API's own.
+(its base URL, prices and key variable) rather than the API's own, and
+``--mcp 'COMMAND ARGS'`` (repeatable) to give the model the tools of an MCP server
+started as a subprocess for the command's life (it needs the ``mcp`` package:
+``pip install 'trio_agent[mcp]'``; without it, one line and exit code 2; a server
+that cannot start, one line and exit code 1).
 
 After a run of ``run`` or ``chat``, one line on stderr tells the tokens it
 used and, at the catalog's prices for the model, what they cost.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import signal
 import sys
 import typing
@@ -48,6 +53,10 @@ from .._json import dumps, loads
 from .._messages import AgentMessage
 from .._model import Model
 from .._stream import StreamOptions
+from .._tools import AgentTool
+
+if typing.TYPE_CHECKING:
+    from ..mcp import McpServer
 from ..providers import anthropic, google, openai_chat, openai_responses
 from ..providers._common import HttpProvider
 from ._chat import HELP as CHAT_HELP
@@ -230,6 +239,15 @@ def _parser() -> _Parser:
             metavar="FILE",
             help="resume the conversation saved in FILE (if it exists), and save it there",
         )
+        command.add_argument(
+            "--mcp",
+            action="append",
+            default=[],
+            metavar="'COMMAND ARGS'",
+            help="give the model the tools of the MCP server that this command line starts "
+            "(over stdio, for the command's life); repeatable. Needs the mcp package: "
+            "pip install 'trio_agent[mcp]'",
+        )
 
     run = commands.add_parser(
         "run",
@@ -284,6 +302,85 @@ def _system_prompt(root: Path, given: str | None) -> str:
 
 class SessionError(Exception):
     """A transcript could not be saved or resumed: told in one line, exit code 1."""
+
+
+class MissingPackageError(Exception):
+    """``--mcp`` without the ``mcp`` package: told in one line, exit code 2."""
+
+
+class ServerError(Exception):
+    """An MCP server of ``--mcp`` that could not start: told in one line, exit code 1."""
+
+
+MCP_NEEDED = "--mcp needs the mcp package: pip install 'trio_agent[mcp]'"
+
+
+def parse_mcp(specs: Sequence[str]) -> list[list[str]]:
+    """The command line of each ``--mcp`` (split as a shell would); an empty one, or one
+    a shell could not split, is a usage error. Imports :mod:`trio_agent.mcp` when there
+    is one (only then: the ``mcp`` package is optional), :class:`MissingPackageError`
+    when it cannot be imported."""
+    commands = []
+    for spec in specs:
+        try:
+            argv = shlex.split(spec)
+        except ValueError as exc:
+            raise UsageError(f"--mcp {spec!r}: {exc}") from None
+        if not argv:
+            raise UsageError("--mcp needs a command line, e.g. --mcp 'python server.py'")
+        commands.append(argv)
+    if commands:
+        try:
+            import trio_agent.mcp  # noqa: F401  (lazily: an optional extra)
+        except ImportError:
+            raise MissingPackageError(MCP_NEEDED) from None
+    return commands
+
+
+def _first_message(exc: BaseException) -> str:
+    """The message of ``exc``, or of the first leaf of an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    text = " ".join(text.split())  # one line
+    return text or type(exc).__name__
+
+
+async def open_mcp_servers(
+    stack: contextlib.AsyncExitStack, commands: Sequence[Sequence[str]]
+) -> list[McpServer]:
+    """Start the MCP server of each command line, kept open by ``stack``.
+    :class:`ServerError` naming the command when one cannot start."""
+    if not commands:
+        return []
+    from .. import mcp  # lazily: an optional extra, already imported by parse_mcp
+
+    servers: list[McpServer] = []
+    for argv in commands:
+        try:
+            server = await stack.enter_async_context(
+                mcp.open_server(command=argv[0], args=argv[1:])
+            )
+        except Exception as exc:
+            raise ServerError(
+                f"--mcp {shlex.join(argv)!r}: the server did not start: {_first_message(exc)}"
+            ) from None
+        servers.append(server)
+    return servers
+
+
+def _mcp_tools(servers: Sequence[McpServer]) -> list[AgentTool]:
+    return [tool for server in servers for tool in server.tools]
+
+
+def _follow_tool_changes(agent: Agent, root: Path, servers: Sequence[McpServer]) -> None:
+    """A server whose tool list changes: the agent's next run offers the new list."""
+
+    def changed(_tools: object) -> None:
+        agent.set_tools([*file_tools(root), *_mcp_tools(servers)])
+
+    for server in servers:
+        server.on_tools_changed(changed)
 
 
 async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
@@ -362,12 +459,14 @@ async def _demo(args: argparse.Namespace, term: Terminal) -> int:
     return await _one_run(agent, term, prompt_for(Path(args.folder)), saves)
 
 
-def _real_agent(args: argparse.Namespace, messages: list[AgentMessage]) -> Agent:
+def _real_agent(
+    args: argparse.Namespace, messages: list[AgentMessage], more_tools: Sequence[AgentTool] = ()
+) -> Agent:
     root: Path = args.root
     return Agent(
         args.parsed_model,
         system_prompt=_system_prompt(root, args.system),
-        tools=file_tools(root),
+        tools=[*file_tools(root), *more_tools],
         messages=messages,
         thinking_level=args.thinking,
         api_key=args.api_key,
@@ -375,11 +474,15 @@ def _real_agent(args: argparse.Namespace, messages: list[AgentMessage]) -> Agent
 
 
 async def _run(args: argparse.Namespace, term: Terminal) -> int:
-    agent = _real_agent(args, await _load(args.session))
-    agent.subscribe(term.show)
-    saves = [path for path in (args.session, args.save) if path is not None]
-    start = len(agent.state.messages)
-    code = await _one_run(agent, term, args.prompt, saves)
+    messages = await _load(args.session)
+    async with contextlib.AsyncExitStack() as stack:  # the MCP servers, for the run's life
+        servers = await open_mcp_servers(stack, args.mcp_commands)
+        agent = _real_agent(args, messages, _mcp_tools(servers))
+        _follow_tool_changes(agent, args.root, servers)
+        agent.subscribe(term.show)
+        saves = [path for path in (args.session, args.save) if path is not None]
+        start = len(agent.state.messages)
+        code = await _one_run(agent, term, args.prompt, saves)
     used = usage_line(agent.state.messages[start:], agent.state.model)
     if used is not None and not args.json:
         term.note(used)
@@ -401,11 +504,15 @@ def _models(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def _chat(args: argparse.Namespace, term: Terminal, stdin: TextIO) -> int:
-    agent = _real_agent(args, await _load(args.session))
-    agent.subscribe(term.show)
-    if agent.state.messages:
-        term.note(f"resumed {len(agent.state.messages)} messages from {args.session}")
-    return await Chat(agent, term, stdin, args.session, save=_save).run()
+    messages = await _load(args.session)
+    async with contextlib.AsyncExitStack() as stack:  # the MCP servers, for the chat's life
+        servers = await open_mcp_servers(stack, args.mcp_commands)
+        agent = _real_agent(args, messages, _mcp_tools(servers))
+        _follow_tool_changes(agent, args.root, servers)
+        agent.subscribe(term.show)
+        if agent.state.messages:
+            term.note(f"resumed {len(agent.state.messages)} messages from {args.session}")
+        return await Chat(agent, term, stdin, args.session, save=_save).run()
 
 
 def main(
@@ -462,6 +569,7 @@ def _main(
         if not Path(args.root).is_dir():
             raise UsageError(f"--root {args.root!r} is not a folder")
         args.root = Path(args.root).resolve()  # here, before the event loop runs
+        args.mcp_commands = parse_mcp(args.mcp)
         args.parsed_model = parse_model(args.model, args.base_url, args.thinking, args.provider)
         args.api_key = find_key(args.parsed_model, args.api_key_env)
         if args.command == "run":
@@ -471,7 +579,10 @@ def _main(
         parser.commands[args.command].print_usage(err)
         print(f"trio-agent {args.command}: error: {exc}", file=err)
         return EXIT_USAGE
-    except (TrioAgentError, SessionError, MissingKeyError) as exc:
+    except MissingPackageError as exc:
+        term.error(str(exc))
+        return EXIT_USAGE
+    except (TrioAgentError, SessionError, MissingKeyError, ServerError) as exc:
         term.error(str(exc))
         return EXIT_ERROR
     except BrokenPipeError:  # not an error to tell: main() ends quietly
