@@ -473,13 +473,25 @@ def _real_agent(
     )
 
 
+async def _open_agent(
+    stack: contextlib.AsyncExitStack[bool | None],
+    args: argparse.Namespace,
+    messages: list[AgentMessage],
+    term: Terminal,
+) -> Agent:
+    """The agent of ``run`` or ``chat``, with the tools of the ``--mcp`` servers it opens
+    in ``stack`` (for the command's life), following their changes, shown on ``term``."""
+    servers = await open_mcp_servers(stack, args.mcp_commands)
+    agent = _real_agent(args, messages, _mcp_tools(servers))
+    _follow_tool_changes(agent, args.root, servers)
+    agent.subscribe(term.show)
+    return agent
+
+
 async def _run(args: argparse.Namespace, term: Terminal) -> int:
     messages = await _load(args.session)
     async with contextlib.AsyncExitStack() as stack:  # the MCP servers, for the run's life
-        servers = await open_mcp_servers(stack, args.mcp_commands)
-        agent = _real_agent(args, messages, _mcp_tools(servers))
-        _follow_tool_changes(agent, args.root, servers)
-        agent.subscribe(term.show)
+        agent = await _open_agent(stack, args, messages, term)
         saves = [path for path in (args.session, args.save) if path is not None]
         start = len(agent.state.messages)
         code = await _one_run(agent, term, args.prompt, saves)
@@ -506,10 +518,7 @@ def _models(args: argparse.Namespace, out: TextIO) -> int:
 async def _chat(args: argparse.Namespace, term: Terminal, stdin: TextIO) -> int:
     messages = await _load(args.session)
     async with contextlib.AsyncExitStack() as stack:  # the MCP servers, for the chat's life
-        servers = await open_mcp_servers(stack, args.mcp_commands)
-        agent = _real_agent(args, messages, _mcp_tools(servers))
-        _follow_tool_changes(agent, args.root, servers)
-        agent.subscribe(term.show)
+        agent = await _open_agent(stack, args, messages, term)
         if agent.state.messages:
             term.note(f"resumed {len(agent.state.messages)} messages from {args.session}")
         return await Chat(agent, term, stdin, args.session, save=_save).run()
