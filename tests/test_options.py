@@ -58,6 +58,7 @@ SAMPLES: dict[str, Any] = {
     "convert_to_llm": _hook(),
     "get_api_key": _hook(),
     "headers": {"x-sample": "1"},
+    "max_parallel_tools": 4,
     "max_retries": 5,
     "max_retry_delay": 1.5,
     "max_tokens": 123,
@@ -67,6 +68,7 @@ SAMPLES: dict[str, Any] = {
     "temperature": 0.25,
     "timeouts": Timeouts(connect=1.0, first_byte=2.0, idle=3.0),
     "tool_execution": "sequential",
+    "tool_time_limit": 30.0,
     "transform_context": _hook(),
 }
 

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -244,11 +245,16 @@ def expected_result(
     if "after_hook" in kinds and hooks.get(call_id) == "after":
         return {f"after_tool_call failed for {call_id}"}, True
     behaviour = result.scenario.behaviours[call_id]
+    # A call past the run's tool_time_limit is cancelled and answered with the timeout
+    # error, whatever the tool did meanwhile (a shielded part may have run to its end).
+    limited: set[str] = set()
+    if result.scenario.tool_time_limit is not None and "tool_start" in kinds:
+        limited = {result.scenario.timeout_text(call.name)}
     if "tool_end" in kinds:
-        return {behaviour.result_text(call_id)}, False
+        return {behaviour.result_text(call_id), *limited}, False
     if "tool_raise" in kinds and behaviour.outcome != "interrupt":
-        return {str(behaviour.exception(call_id))}, True
-    return {ABORTED}, True
+        return {str(behaviour.exception(call_id)), *limited}, True
+    return {ABORTED, *limited}, True
 
 
 def check_tool_results(result: ScenarioResult) -> None:
@@ -281,7 +287,11 @@ def check_tool_results(result: ScenarioResult) -> None:
                 ), text
             else:
                 assert text in texts, (call.id, text, texts)
-            assert message.is_error == (is_error or text == ABORTED), (call.id, message)
+            timed_out = text.endswith(" s") and text.startswith(f"Tool '{call.name}' did not")
+            assert message.is_error == (is_error or text == ABORTED or timed_out), (
+                call.id,
+                message,
+            )
             if text == ABORTED:
                 assert interrupted(result), call.id
 
@@ -457,6 +467,26 @@ def test_agent_keeps_every_invariant(scenario: Scenario, seed: int) -> None:
     ``Agent.prompt``: the same scenarios, injected through ``steer``, ``follow_up`` and
     ``abort``, and the agent's state whole afterwards."""
     check_play(play_twice(scenario, seed, "agent"))
+
+
+LIMITED = ts.scenarios(behaviours=EVERY_OUTCOME, max_tool_calls=5).map(
+    lambda scenario: attrs.evolve(
+        scenario,
+        tool_time_limit=scenario.tool_time_limit or 0.008,
+        max_parallel_tools=scenario.max_parallel_tools or 2,
+    )
+)
+
+
+@examples(0.2)
+@given(LIMITED, SEEDS, st.sampled_from(["loop", "agent"]))
+def test_time_limits_and_concurrency_limits_keep_every_invariant(
+    scenario: Scenario, seed: int, via: Literal["loop", "agent"]
+) -> None:
+    """Invariants 1-8 (and 13) when every scenario has a tool time limit and a cap on
+    parallel calls: a call past the limit is answered with the timeout error, calls
+    waiting for a slot are answered on an abort."""
+    check_play(play_twice(scenario, seed, via))
 
 
 @examples(0.3)

@@ -246,6 +246,8 @@ class Agent:
         should_stop_after_turn: Callable[[TurnContext], Awaitable[bool]] | None = None,
         prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = None,
         tool_execution: ToolExecution = "parallel",
+        tool_time_limit: float | None = None,
+        max_parallel_tools: int | None = None,
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
         session_id: str | None = None,

@@ -20,7 +20,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._stream import ReasoningLevel, Timeouts
-from ._tools import AgentTool
+from ._tools import AgentTool, check_time_limit
 
 __all__ = [
     "AfterToolCallContext",
@@ -155,6 +155,10 @@ class AgentLoopConfig:
     - ``prepare_next_turn(turn) -> NextTurn | None``: change the context,
       model or thinking level before another turn.
 
+    ``tool_time_limit`` (seconds) bounds each tool call whose tool sets no
+    ``time_limit`` of its own; ``max_parallel_tools`` caps how many calls of a
+    parallel batch run at once (the others wait for a slot).
+
     An exception from any hook but the two tool hooks ends the run and
     propagates (loop.md §7); the tool hooks' exceptions become error results.
     ``api_key`` never appears in ``repr``.
@@ -171,6 +175,8 @@ class AgentLoopConfig:
     max_retry_delay: float = 60.0
     timeouts: Timeouts = Timeouts()
     tool_execution: ToolExecution = attrs.field(default="parallel")
+    tool_time_limit: float | None = attrs.field(default=None)
+    max_parallel_tools: int | None = attrs.field(default=None)
     convert_to_llm: Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None = (
         attrs.field(default=None, validator=_async_hook)
     )
@@ -203,6 +209,17 @@ class AgentLoopConfig:
     def _check_tool_execution(self, attribute: attrs.Attribute[str], value: str) -> None:
         if value not in ("parallel", "sequential"):
             raise ValueError(f"tool_execution must be 'parallel' or 'sequential', not {value!r}")
+
+    @tool_time_limit.validator
+    def _check_tool_time_limit(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_time_limit(value, "tool_time_limit")
+
+    @max_parallel_tools.validator
+    def _check_max_parallel_tools(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"max_parallel_tools must be a positive int or None, not {value!r}")
 
 
 def check_messages(name: str, messages: Any) -> None:

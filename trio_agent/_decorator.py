@@ -126,6 +126,8 @@ def tool(
     execution_mode: ExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     abandon_on_cancel: bool = False,
+    time_limit: float | None = None,
+    limiter: trio.CapacityLimiter | None = None,
 ) -> AgentTool: ...
 
 
@@ -138,6 +140,8 @@ def tool(
     execution_mode: ExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     abandon_on_cancel: bool = False,
+    time_limit: float | None = None,
+    limiter: trio.CapacityLimiter | None = None,
 ) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
@@ -151,11 +155,14 @@ def tool(
     execution_mode: ExecutionMode | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     abandon_on_cancel: bool = False,
+    time_limit: float | None = None,
+    limiter: trio.CapacityLimiter | None = None,
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Make an :class:`AgentTool` of a typed function (``@tool`` or ``@tool(...)``).
 
     ``name`` and ``description`` replace the function's name and docstring summary;
-    ``label``, ``execution_mode`` and ``prepare_arguments`` go to the ``AgentTool`` as they are.
+    ``label``, ``execution_mode``, ``prepare_arguments``, ``time_limit`` and ``limiter`` go to
+    the ``AgentTool`` as they are.
     See the module docstring for the schema, the injected parameters and the return values.
 
     Cancellation: an async function is cancelled at its next checkpoint. A sync function runs
@@ -178,6 +185,8 @@ def tool(
             execution_mode=execution_mode,
             prepare_arguments=prepare_arguments,
             abandon_on_cancel=abandon_on_cancel,
+            time_limit=time_limit,
+            limiter=limiter,
         )
 
     return decorate if fn is None else decorate(fn)
@@ -195,6 +204,8 @@ def _make_tool(
     execution_mode: ExecutionMode | None,
     prepare_arguments: Callable[[Any], Any] | None,
     abandon_on_cancel: bool,
+    time_limit: float | None = None,
+    limiter: trio.CapacityLimiter | None = None,
 ) -> AgentTool:
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         raise ToolDefinitionError(f"@tool needs a function (def or async def), not {fn!r}")
@@ -250,6 +261,8 @@ def _make_tool(
         label=label,
         prepare_arguments=prepare_arguments,
         execution_mode=execution_mode,
+        time_limit=time_limit,
+        limiter=limiter,
     )
 
 

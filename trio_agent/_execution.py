@@ -24,6 +24,14 @@ prepared, ``after_tool_call`` when the loop takes a finished call in (so
 after-hooks of calls that finish together run in source order, and never at
 the same time). Only the tools themselves run concurrently.
 
+Limits. A call's tool ``time_limit`` (else the run's ``tool_time_limit``) bounds
+its tool's ``execute``: past it the tool is cancelled and the call answered with
+the timeout error. ``max_parallel_tools`` caps the calls of a parallel batch that
+run at once (:class:`_Turns`, made only for a batch larger than the cap), and a
+tool's ``limiter`` is held around its calls; a call waiting for a slot has
+started and is answered on an abort like any unfinished call. With no limit set,
+nothing is made and the paths are those without limits.
+
 After an abort or a failure, :func:`closing_batch_events` gives every call
 exactly one result: the one it finished with, or "Operation aborted". The run
 is seen through :class:`Host`, the little of it a batch needs.
@@ -261,8 +269,17 @@ async def _ask_before(host: Host, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
-async def _execute(state: CallState, on_update: Callable[[ToolResult], None]) -> None:
+def _timeout_text(name: str, limit: float) -> str:
+    return f"Tool '{name}' did not finish within {limit:g} s"
+
+
+async def _execute(
+    state: CallState, on_update: Callable[[ToolResult], None], default_limit: float | None
+) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
+
+    The tool's ``time_limit`` (else ``default_limit``, the run's ``tool_time_limit``)
+    bounds it: past it the tool is cancelled and the call's result is the timeout error.
 
     The caller has checked that the run is not aborted. Cancellation:
     ``Cancelled`` propagates and nothing is recorded.
@@ -270,9 +287,21 @@ async def _execute(state: CallState, on_update: Callable[[ToolResult], None]) ->
     tool = state.tool
     assert tool is not None
     call = state.tool_call
+    limit = tool.time_limit
+    if limit is None:
+        limit = default_limit
     state.accepting = True
     try:
-        result = await tool.execute(call.id, state.args, on_update)
+        if limit is None:
+            result = await tool.execute(call.id, state.args, on_update)
+        else:
+            with trio.move_on_after(limit) as scope:
+                result = await tool.execute(call.id, state.args, on_update)
+            if scope.cancel_called:
+                # Past the deadline, whatever the tool did then (a thread it could not
+                # leave may have returned): an abort's Cancelled passes through the
+                # scope and never gets here. Raised to be handled as the tool's error.
+                raise TimeoutError(_timeout_text(call.name, limit))
         if not isinstance(result, ToolResult):
             raise TypeError(
                 f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
@@ -285,6 +314,53 @@ async def _execute(state: CallState, on_update: Callable[[ToolResult], None]) ->
         state.accepting = False
     state.result = result
     state.is_error = is_error
+
+
+async def _execute_limited(
+    state: CallState, on_update: Callable[[ToolResult], None], default_limit: float | None
+) -> None:
+    """:func:`_execute` holding a slot of the tool's limiter. The call borrows on its own
+    behalf (its ``CallState``), so one task may hold slots for several calls."""
+    tool = state.tool
+    assert tool is not None
+    limiter = tool.limiter
+    if limiter is None:
+        await _execute(state, on_update, default_limit)
+        return
+    await limiter.acquire_on_behalf_of(state)
+    try:
+        await _execute(state, on_update, default_limit)
+    finally:
+        limiter.release_on_behalf_of(state)
+
+
+class _Turns:
+    """The run's ``max_parallel_tools`` cap on one batch: the first ``cap`` calls run at
+    once; each other call waits until a call frees its slot, in source order (so which
+    call runs when does not depend on the order Trio runs tasks in: a scenario on
+    MockClock has one trace). Made only for a batch larger than the cap."""
+
+    __slots__ = ("_gates", "_queue")
+
+    def __init__(self, states: list[CallState], cap: int) -> None:
+        waiting = states[cap:]
+        self._gates = {state.index: trio.Event() for state in waiting}
+        self._queue = [self._gates[state.index] for state in reversed(waiting)]
+
+    async def run(
+        self,
+        state: CallState,
+        on_update: Callable[[ToolResult], None],
+        default_limit: float | None,
+    ) -> None:
+        gate = self._gates.get(state.index)
+        if gate is not None:
+            await gate.wait()  # a call cancelled here never had a slot: it frees none
+        try:
+            await _execute_limited(state, on_update, default_limit)
+        finally:
+            if self._queue:
+                self._queue.pop().set()
 
 
 async def _finalize(host: Host, batch: Batch, state: CallState) -> None:
@@ -430,7 +506,12 @@ class ToolCalls:
                 self._updates().push(_update_event(state, partial))
 
         await host.stop_if_cancelled()  # an abort starts no further tool
-        await _execute(state, on_update)
+        tool = state.tool
+        assert tool is not None
+        if tool.limiter is None:
+            await _execute(state, on_update, host.config.tool_time_limit)
+        else:
+            await _execute_limited(state, on_update, host.config.tool_time_limit)
         pump = self._pump
         if pump is not None and pump.backlog:
             await pump.wait_drained()
@@ -443,6 +524,15 @@ class ToolCalls:
         send, receive = self._reports()
         now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
         cancelled = children_probe(host.nursery)
+        config = host.config
+        default_limit = config.tool_time_limit
+        max_parallel = config.max_parallel_tools
+        # The run's cap, made per batch and only when it binds (nothing is made otherwise).
+        turns = (
+            _Turns(states, max_parallel)
+            if max_parallel is not None and max_parallel < len(states)
+            else None
+        )
 
         async def child(state: CallState) -> None:
             def on_update(partial: ToolResult) -> None:
@@ -452,7 +542,16 @@ class ToolCalls:
             # An abort starts no further tool; nor does a pending KeyboardInterrupt.
             if cancelled is None or cancelled():
                 await trio.lowlevel.checkpoint_if_cancelled()
-            await _execute(state, on_update)
+            tool = state.tool
+            assert tool is not None
+            # A call waiting for a slot has started (its start is emitted); after an
+            # abort, closing_batch_events answers it like any unfinished call.
+            if turns is not None:
+                await turns.run(state, on_update, default_limit)
+            elif tool.limiter is None:
+                await _execute(state, on_update, default_limit)
+            else:
+                await _execute_limited(state, on_update, default_limit)
             # The buffer is unbounded: reporting never blocks and never checkpoints,
             # so a call that finished (even in a shield, after an abort) has its
             # outcome in its slot whatever happens to the loop task.

@@ -18,10 +18,12 @@ function and runs a sync function in a worker thread.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeAlias
 
 import attrs
+import trio
 
 from ._errors import ToolDefinitionError
 from ._messages import ToolResult
@@ -73,6 +75,37 @@ def _check_mode(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any
         )
 
 
+def check_time_limit(value: Any, what: str) -> None:
+    """``ValueError`` (naming ``what``) unless ``value`` is None or a positive finite number."""
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            f"{what} must be a positive finite number of seconds or None, not {value!r}"
+        )
+
+
+def _check_time_limit(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    try:
+        check_time_limit(value, f"tool {instance.name!r}: time_limit")
+    except ValueError as exc:
+        raise ToolDefinitionError(str(exc)) from None
+
+
+def _check_limiter(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, trio.CapacityLimiter):
+        raise ToolDefinitionError(
+            f"tool {instance.name!r}: limiter must be a trio.CapacityLimiter or None, not {value!r}"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class AgentTool:
     """A tool the model may call.
@@ -86,6 +119,12 @@ class AgentTool:
       before validation, a shim for argument shapes an older tool accepted.
     - ``execution_mode="sequential"`` makes a whole batch that calls this tool
       run one call at a time.
+    - ``time_limit`` (seconds, optional) bounds each call: past it the call is
+      cancelled and answered with the error ``Tool 'name' did not finish within N s``;
+      it wins over the run's ``tool_time_limit``.
+    - ``limiter`` (a ``trio.CapacityLimiter``, optional) bounds how many calls of
+      this tool run at once; share one between tools, runs and agents to cap the
+      calls to one API across all of them.
 
     The schema is compiled when the tool is made, so a malformed schema (one
     jsonschema refuses, a ``$ref`` that does not resolve within it, references
@@ -100,6 +139,10 @@ class AgentTool:
     label: str = ""
     prepare_arguments: Callable[[Any], Any] | None = None
     execution_mode: ExecutionMode | None = attrs.field(default=None, validator=_check_mode)
+    time_limit: float | None = attrs.field(default=None, validator=_check_time_limit)
+    limiter: trio.CapacityLimiter | None = attrs.field(
+        default=None, validator=_check_limiter, eq=False
+    )
     _validator: ArgumentValidator = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:

@@ -66,6 +66,7 @@ from ._demo import SYSTEM_PROMPT, demo_model, demo_tools, prompt_for
 from ._files import file_tools
 from ._models import listing
 from ._term import Terminal, silence
+from ._trace import TraceUnavailable, open_trace
 
 __all__ = ["main"]
 
@@ -267,6 +268,7 @@ def _parser() -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     real_model_options(chat)
+    _trace_option(chat)
 
     models = commands.add_parser(
         "models",
@@ -289,6 +291,22 @@ def _output_options(command: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print every event as one line of JSON on stdout"
     )
     command.add_argument("--save", type=Path, metavar="FILE", help="save the transcript to FILE")
+    _trace_option(command)
+
+
+def _trace_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--trace",
+        action="store_true",
+        help="print the OpenTelemetry spans of each run as a tree on stderr after it "
+        "(needs the OpenTelemetry SDK: pip install opentelemetry-sdk)",
+    )
+
+
+def _subscribe_trace(agent: Agent, args: argparse.Namespace, term: Terminal) -> None:
+    if getattr(args, "trace", False):
+        for listener in open_trace(term.note):
+            agent.subscribe(listener)
 
 
 def _system_prompt(root: Path, given: str | None) -> str:
@@ -455,6 +473,7 @@ async def _demo(args: argparse.Namespace, term: Terminal) -> int:
     tools = demo_tools(args.base, pace)
     agent = Agent(demo_model(pace), system_prompt=SYSTEM_PROMPT, tools=tools)
     agent.subscribe(term.show)
+    _subscribe_trace(agent, args, term)
     saves = [args.save] if args.save else []
     return await _one_run(agent, term, prompt_for(Path(args.folder)), saves)
 
@@ -485,6 +504,7 @@ async def _open_agent(
     agent = _real_agent(args, messages, _mcp_tools(servers))
     _follow_tool_changes(agent, args.root, servers)
     agent.subscribe(term.show)
+    _subscribe_trace(agent, args, term)
     return agent
 
 
@@ -564,6 +584,8 @@ def _main(
         return exit.code if isinstance(exit.code, int) else EXIT_USAGE
     term = Terminal(out, err, json_lines=getattr(args, "json", False))
     try:
+        if getattr(args, "trace", False):
+            open_trace(term.note)  # told before any run: the SDK is missing
         if args.command == "demo":
             if not Path(args.folder).is_dir():
                 raise UsageError(f"{args.folder!r} is not a folder")
@@ -588,7 +610,7 @@ def _main(
         parser.commands[args.command].print_usage(err)
         print(f"trio-agent {args.command}: error: {exc}", file=err)
         return EXIT_USAGE
-    except MissingPackageError as exc:
+    except (MissingPackageError, TraceUnavailable) as exc:
         term.error(str(exc))
         return EXIT_USAGE
     except (TrioAgentError, SessionError, MissingKeyError, ServerError) as exc:

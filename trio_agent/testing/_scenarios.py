@@ -328,7 +328,10 @@ class Scenario:
     - ``tool_execution``, ``steering_mode``, ``follow_up_mode``: as for an
       :class:`~trio_agent.Agent` (the same polls are given to the loop);
     - ``listener_delay``: seconds the listener sleeps at each event (a slow
-      listener), before it does what the injections say.
+      listener), before it does what the injections say;
+    - ``tool_time_limit``, ``max_parallel_tools``: as for an
+      :class:`~trio_agent.Agent` (a call past the limit is answered with
+      :meth:`timeout_text`).
     """
 
     replies: tuple[faux.Reply, ...] = attrs.field(converter=_reply_tuple)
@@ -340,6 +343,13 @@ class Scenario:
     follow_up_mode: QueueMode = "all"
     listener_delay: float = 0.0
     prompt: str = "go"
+    tool_time_limit: float | None = None
+    max_parallel_tools: int | None = None
+
+    def timeout_text(self, tool_name: str) -> str:
+        """The result of a call to ``tool_name`` cut short by ``tool_time_limit``."""
+        assert self.tool_time_limit is not None
+        return f"Tool '{tool_name}' did not finish within {self.tool_time_limit:g} s"
 
     @property
     def hangs(self) -> bool:
@@ -544,6 +554,8 @@ async def run_scenario(
             before_tool_call=before_tool_call,
             after_tool_call=after_tool_call,
             tool_execution=scenario.tool_execution,
+            tool_time_limit=scenario.tool_time_limit,
+            max_parallel_tools=scenario.max_parallel_tools,
             steering_mode=scenario.steering_mode,
             follow_up_mode=scenario.follow_up_mode,
         )
@@ -553,6 +565,8 @@ async def run_scenario(
         model=model,
         api_key=api_key,
         tool_execution=scenario.tool_execution,
+        tool_time_limit=scenario.tool_time_limit,
+        max_parallel_tools=scenario.max_parallel_tools,
         get_steering_messages=poll_steering,
         get_follow_up_messages=poll_follow_ups,
         before_tool_call=before_tool_call,

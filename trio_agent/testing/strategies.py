@@ -571,6 +571,8 @@ def _scenarios(
         steering_mode=draw(st.sampled_from(["one-at-a-time", "all"])),
         follow_up_mode=draw(st.sampled_from(["one-at-a-time", "all"])),
         listener_delay=draw(st.sampled_from([0.0, 0.0, 0.0, 0.001])),
+        tool_time_limit=draw(st.sampled_from([None, None, None, 0.008, 0.015])),
+        max_parallel_tools=draw(st.sampled_from([None, None, None, 1, 2])),
     )
     if scenario.hangs and not timed_end:
         # Something must end a hanging tool: an abort at a time after everything else.
@@ -594,7 +596,8 @@ def scenarios(
     ``length``), then a last reply without calls (its stop reason from
     ``final_stop_reasons``; rarely, with ``broken_streams``, a stream function that
     raises :class:`InjectedFailure`), a behaviour per call, sometimes a failing
-    hook, and injections. A scenario whose tool may hang gets an abort at 100 ms
+    hook, and injections; some scenarios set a ``tool_time_limit`` or
+    ``max_parallel_tools``. A scenario whose tool may hang gets an abort at 100 ms
     unless an abort or outer cancellation at a time is already injected.
     """
     return _scenarios(

@@ -1,0 +1,202 @@
+"""OpenTelemetry traces of runs, built from their events (``pip install 'trio_agent[otel]'``).
+
+:class:`Tracing` is an event listener: subscribe it to an agent
+(``agent.subscribe(tracing.listener)``) or wrap a run's ``emit``
+(``run_agent_loop(..., emit=tracing.wrap(emit))``). The loop itself is not
+instrumented: a run without a tracing listener costs nothing more.
+
+Spans follow OpenTelemetry's GenAI semantic conventions::
+
+    invoke_agent                     agent_start .. agent_end
+    ├── chat {model}                 an assistant message: message_start .. message_end
+    ├── execute_tool {name}          tool_execution_start .. tool_execution_end
+    └── ...
+
+Every ``chat`` and ``execute_tool`` span is a child of its run's
+``invoke_agent`` span (parallel tools' spans are siblings). A model call that
+ended in an error, a tool call that returned an error, and a run with either,
+end with status ERROR; an aborted run's spans end with status ERROR and the
+description ``"aborted"``. Message content is recorded only with
+``capture_content=True``; no request options or headers (so no API key) are
+ever recorded.
+
+Only ``opentelemetry-api`` is needed; nothing is recorded unless a tracer
+provider of an SDK is given or set as the global one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
+
+from . import __version__
+from ._events import AgentEvent
+from ._json import dumps
+from ._messages import AssistantMessage
+
+__all__ = ["Tracing"]
+
+_ABORTED = "aborted"
+
+
+class Tracing:
+    """Spans for the runs whose events it is given (see the module docs).
+
+    ``tracer_provider`` defaults to the global one. With ``capture_content``,
+    a ``chat`` span records the reply as ``gen_ai.output.messages`` and an
+    ``execute_tool`` span the call's arguments and result
+    (``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``), as JSON.
+
+    One instance follows one run at a time (an agent runs one at a time).
+    """
+
+    def __init__(
+        self, tracer_provider: TracerProvider | None = None, *, capture_content: bool = False
+    ) -> None:
+        self.capture_content = capture_content
+        self._tracer: Tracer = trace.get_tracer(
+            "trio_agent", __version__, tracer_provider=tracer_provider
+        )
+        self._run: Span | None = None
+        self._chat: Span | None = None
+        self._first_token = False
+        self._tools: dict[str, Span] = {}
+        self._failure: str | None = None
+
+    async def listener(self, event: AgentEvent) -> None:
+        """Take ``event`` in: start or end the spans it opens or closes."""
+        self.record(event)
+
+    def wrap(
+        self, emit: Callable[[AgentEvent], Awaitable[None]] | None = None
+    ) -> Callable[[AgentEvent], Awaitable[None]]:
+        """An ``emit`` for ``run_agent_loop`` that records each event, then calls ``emit``."""
+
+        async def traced(event: AgentEvent) -> None:
+            self.record(event)
+            if emit is not None:
+                await emit(event)
+
+        return traced
+
+    def record(self, event: AgentEvent) -> None:
+        """The synchronous form of :meth:`listener`."""
+        kind = event.type
+        if kind == "message_update":
+            if self._chat is not None and not self._first_token:
+                self._first_token = True
+                self._chat.add_event("gen_ai.first_token")
+        elif kind == "agent_start":
+            self._end_all(_ABORTED)  # a run that never ended
+            if self._run is not None:
+                self._run.set_status(Status(StatusCode.ERROR, _ABORTED))
+                self._run.end()
+            self._failure = None
+            self._run = self._tracer.start_span(
+                "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}
+            )
+        elif kind == "message_start":
+            message = event.message  # type: ignore[union-attr]
+            if isinstance(message, AssistantMessage):
+                self._start_chat(message)
+        elif kind == "message_end":
+            message = event.message  # type: ignore[union-attr]
+            if isinstance(message, AssistantMessage):
+                self._end_chat(message)
+        elif kind == "tool_execution_start":
+            self._start_tool(event)
+        elif kind == "tool_execution_end":
+            self._end_tool(event)
+        elif kind == "agent_end":
+            self._end_all(_ABORTED)
+            run, self._run = self._run, None
+            if run is not None:
+                if self._failure is not None:
+                    run.set_status(Status(StatusCode.ERROR, self._failure))
+                run.end()
+
+    def _context(self) -> Any:
+        return trace.set_span_in_context(self._run) if self._run is not None else None
+
+    def _start_chat(self, message: AssistantMessage) -> None:
+        self._end_chat(None)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": message.model,
+            "gen_ai.provider.name": message.provider,
+            "gen_ai.system": message.provider,
+        }
+        if self._run is not None:
+            self._run.set_attributes(
+                {
+                    "gen_ai.request.model": message.model,
+                    "gen_ai.provider.name": message.provider,
+                    "gen_ai.system": message.provider,
+                }
+            )
+        name = f"chat {message.model}" if message.model else "chat"
+        self._chat = self._tracer.start_span(name, self._context(), attributes=attributes)
+        self._first_token = False
+
+    def _end_chat(self, message: AssistantMessage | None) -> None:
+        chat, self._chat = self._chat, None
+        if chat is None:
+            return
+        if message is None:
+            chat.set_status(Status(StatusCode.ERROR, _ABORTED))
+            chat.end()
+            return
+        chat.set_attributes(
+            {
+                "gen_ai.usage.input_tokens": message.usage.input,
+                "gen_ai.usage.output_tokens": message.usage.output,
+                "gen_ai.response.finish_reasons": (message.stop_reason,),
+            }
+        )
+        if message.response_id:
+            chat.set_attribute("gen_ai.response.id", message.response_id)
+        if self.capture_content:
+            chat.set_attribute("gen_ai.output.messages", dumps([message]))
+        if message.stop_reason in ("aborted", "error"):
+            reason = (
+                _ABORTED if message.stop_reason == "aborted" else (message.error_message or "error")
+            )
+            chat.set_status(Status(StatusCode.ERROR, reason))
+            if self._failure is None or reason == _ABORTED:
+                self._failure = reason
+        chat.end()
+
+    def _start_tool(self, event: Any) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": event.tool_name,
+            "gen_ai.tool.call.id": event.tool_call_id,
+        }
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = dumps(event.args)
+        self._tools[event.tool_call_id] = self._tracer.start_span(
+            f"execute_tool {event.tool_name}", self._context(), attributes=attributes
+        )
+
+    def _end_tool(self, event: Any) -> None:
+        span = self._tools.pop(event.tool_call_id, None)
+        if span is None:
+            return
+        if self.capture_content:
+            span.set_attribute("gen_ai.tool.call.result", dumps(event.result))
+        if event.is_error:
+            text = "".join(getattr(block, "text", "") for block in event.result.content)
+            span.set_status(Status(StatusCode.ERROR, text or "error"))
+            span.set_attribute("error.type", "tool_error")
+        span.end()
+
+    def _end_all(self, reason: str) -> None:
+        """End the spans still open (a run cut short): status ERROR, ``reason``."""
+        self._end_chat(None)
+        for span in self._tools.values():
+            span.set_status(Status(StatusCode.ERROR, reason))
+            span.end()
+        self._tools.clear()
