@@ -18,19 +18,23 @@ def test_the_demo_prints_its_span_tree(tmp_path: Path) -> None:
     lines = [
         line
         for line in result.err.splitlines()
-        if re.match(r" *(invoke_agent|chat |execute_tool )", line)
+        if re.match(r" *(invoke_agent|turn|chat |execute_tool )", line)
     ]
     shape = [re.sub(r"(\S)  .*", r"\1", line) for line in lines]
     assert shape == [
         "invoke_agent",
-        "  chat faux",
-        "  execute_tool list_files",
-        "  chat faux",
-        "  execute_tool read_file",
-        "  execute_tool read_file",
-        "  execute_tool read_file",
-        "  chat faux",
+        "  turn",
+        "    chat faux",
+        "    execute_tool list_files",
+        "  turn",
+        "    chat faux",
+        "    execute_tool read_file",
+        "    execute_tool read_file",
+        "    execute_tool read_file",
+        "  turn",
+        "    chat faux",
     ]
+    lines = [line for line in lines if not line.lstrip().startswith("turn")]
     assert re.fullmatch(r"invoke_agent  \d+\.\d ms  request\.model=faux", lines[0])
     assert "response.finish_reasons=toolUse" in lines[1]
     assert "response.finish_reasons=stop" in lines[-1]

@@ -60,10 +60,14 @@ async def test_a_two_turn_run_with_parallel_tools(autojump_clock: trio.abc.Clock
     names = [s.name for s in spans]
     assert names[-1] == "invoke_agent"
     assert sorted(names[:-1]) == sorted(
-        [f"chat {agent.state.model.id}"] * 2 + ["execute_tool sleep"] * 2
+        [f"chat {agent.state.model.id}"] * 2 + ["execute_tool sleep"] * 2 + ["turn"] * 2
     )
     run = spans[-1]
     assert run.parent is None
+    turns = [s for s in spans if s.name == "turn"]
+    assert [parent_of(t) for t in turns] == [run.context.span_id] * 2
+    assert all(dict(t.attributes or {}) == {"trio_agent.turn": True} for t in turns)
+    assert all(t.status.status_code is StatusCode.UNSET for t in turns)
     assert dict(run.attributes or {}) == {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.request.model": agent.state.model.id,
@@ -71,9 +75,14 @@ async def test_a_two_turn_run_with_parallel_tools(autojump_clock: trio.abc.Clock
         "gen_ai.system": agent.state.model.provider,
     }
     assert run.status.status_code is StatusCode.UNSET
+    first_turn, second_turn = turns
     for span in spans[:-1]:
-        assert parent_of(span) == run.context.span_id
         assert span.context.trace_id == run.context.trace_id
+    # the first turn holds the first reply and both tools (child tasks), the second the answer
+    in_first = sorted(s.name for s in spans if parent_of(s) == first_turn.context.span_id)
+    assert in_first == [f"chat {agent.state.model.id}", "execute_tool sleep", "execute_tool sleep"]
+    in_second = [s.name for s in spans if parent_of(s) == second_turn.context.span_id]
+    assert in_second == [f"chat {agent.state.model.id}"]
     chats = [s for s in spans if s.name.startswith("chat")]
     first, second = chats
     assert first.start_time is not None
@@ -119,29 +128,77 @@ async def test_a_two_turn_run_with_parallel_tools(autojump_clock: trio.abc.Clock
 
 
 async def test_an_aborted_run_ends_its_spans_in_error(autojump_clock: trio.abc.Clock) -> None:
-    agent, exporter = traced([faux.reply(faux.tool_call("sleep", {"ms": 200}, id="t1")), "never"])
+    # Two turns: two parallel tools that finish, then a tool the abort cuts short; then
+    # the turn of its own that says the run was aborted.
+    agent, exporter = traced(
+        [TWO_TOOLS, faux.reply(faux.tool_call("sleep", {"ms": 500}, id="t3")), "never"]
+    )
 
     async def abort_later() -> None:
-        await trio.sleep(0.05)
+        await trio.sleep(0.2)  # after the first turn's tools (20 ms), during t3 (500 ms)
         agent.abort()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(abort_later)
         await agent.prompt("go")
     spans = exporter.get_finished_spans()
-    names = [s.name for s in spans]
     model = agent.state.model.id
-    assert names == [f"chat {model}", "execute_tool sleep", f"chat {model}", "invoke_agent"]
-    first, tool, synthetic, run = spans
-    assert first.status.status_code is StatusCode.UNSET
-    assert tool.status.status_code is StatusCode.ERROR
-    assert tool.status.description == "Operation aborted"
-    assert synthetic.status.status_code is StatusCode.ERROR
-    assert synthetic.status.description == "aborted"
-    assert synthetic.attributes["gen_ai.response.finish_reasons"] == ("aborted",)  # type: ignore[index]
-    assert run.status.status_code is StatusCode.ERROR
-    assert run.status.description == "aborted"
-    assert all(parent_of(s) == run.context.span_id for s in spans[:-1])
+    by_id = {s.context.span_id: s for s in spans}
+
+    def path(span: ReadableSpan) -> list[str]:
+        names = []
+        while span.parent is not None:
+            span = by_id[span.parent.span_id]
+            names.append(span.name)
+        return names
+
+    run = spans[-1]
+    turns = [s for s in spans if s.name == "turn"]
+    assert [s.name for s in spans if s.name != "turn"] == [
+        f"chat {model}",
+        "execute_tool sleep",
+        "execute_tool sleep",
+        f"chat {model}",
+        "execute_tool sleep",
+        f"chat {model}",
+        "invoke_agent",
+    ]
+    assert len(turns) == 3
+    assert all(
+        path(s) == ["turn", "invoke_agent"] for s in spans if s.name != "turn" and s is not run
+    )
+    assert all(path(t) == ["invoke_agent"] for t in turns)
+    chats = [s for s in spans if s.name.startswith("chat")]
+    tools = [s for s in spans if s.name.startswith("execute_tool")]
+    # turn 1: its reply and its two tools, one failing; the turn itself is fine
+    assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [  # type: ignore[index]
+        ("toolUse",),
+        ("toolUse",),
+        ("aborted",),
+    ]
+    assert [(t.attributes["gen_ai.tool.call.id"], t.status.status_code) for t in tools] == [  # type: ignore[index]
+        ("t2", StatusCode.ERROR),
+        ("t1", StatusCode.UNSET),
+        ("t3", StatusCode.ERROR),
+    ]
+    assert [t.status.description for t in tools] == ["it broke", None, "Operation aborted"]
+    assert [c.status.status_code for c in chats[:2]] == [StatusCode.UNSET] * 2
+    assert (chats[2].status.status_code, chats[2].status.description) == (
+        StatusCode.ERROR,
+        "aborted",
+    )
+    assert [(t.status.status_code, t.status.description) for t in turns] == [
+        (StatusCode.UNSET, None),
+        (StatusCode.UNSET, None),
+        (StatusCode.ERROR, "aborted"),
+    ]
+    assert (run.status.status_code, run.status.description) == (StatusCode.ERROR, "aborted")
+    assert dict(run.attributes or {}) == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.request.model": model,
+        "gen_ai.provider.name": agent.state.model.provider,
+        "gen_ai.system": agent.state.model.provider,
+    }
 
 
 async def test_an_abort_mid_stream(autojump_clock: trio.abc.Clock) -> None:
@@ -157,7 +214,8 @@ async def test_an_abort_mid_stream(autojump_clock: trio.abc.Clock) -> None:
 
     agent.subscribe(abort_at_the_second_delta)
     await agent.prompt("go")
-    chat, run = exporter.get_finished_spans()
+    chat, turn, run = exporter.get_finished_spans()
+    assert (turn.name, turn.status.description) == ("turn", "aborted")
     assert chat.status.status_code is StatusCode.ERROR
     assert chat.status.description == "aborted"
     assert [e.name for e in chat.events] == ["gen_ai.first_token"]
@@ -185,7 +243,7 @@ async def test_no_api_key_is_ever_recorded(autojump_clock: trio.abc.Clock) -> No
     agent.subscribe(Tracing(provider, capture_content=True).listener)
     await agent.prompt("go")
     spans = exporter.get_finished_spans()
-    assert len(spans) == 2
+    assert [s.name for s in spans] == ["chat faux", "turn", "invoke_agent"]
     assert "sk-secret-123" not in repr([(s.attributes, s.events) for s in spans])
 
 

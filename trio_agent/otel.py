@@ -8,15 +8,17 @@ instrumented: a run without a tracing listener costs nothing more.
 Spans follow OpenTelemetry's GenAI semantic conventions::
 
     invoke_agent                     agent_start .. agent_end
-    ├── chat {model}                 an assistant message: message_start .. message_end
-    ├── execute_tool {name}          tool_execution_start .. tool_execution_end
-    └── ...
+    └── turn                         turn_start .. turn_end
+        ├── chat {model}             an assistant message: message_start .. message_end
+        ├── execute_tool {name}      tool_execution_start .. tool_execution_end
+        └── ...
 
-Every ``chat`` and ``execute_tool`` span is a child of its run's
-``invoke_agent`` span (parallel tools' spans are siblings). A model call that
-ended in an error, a tool call that returned an error, and a run with either,
-end with status ERROR; an aborted run's spans end with status ERROR and the
-description ``"aborted"``. Message content is recorded only with
+Every ``chat`` and ``execute_tool`` span is a child of its turn's span (the
+spans of parallel tools, which run in child tasks, are siblings under it),
+and every turn's a child of its run's ``invoke_agent`` span. A model call
+that ended in an error, a tool call that returned an error, and the turn and
+the run with either, end with status ERROR; an aborted run's spans end with
+status ERROR and the description ``"aborted"``. Message content is recorded only with
 ``capture_content=True``; no request options or headers (so no API key) are
 ever recorded.
 
@@ -61,6 +63,7 @@ class Tracing:
             "trio_agent", __version__, tracer_provider=tracer_provider
         )
         self._run: Span | None = None
+        self._turn: Span | None = None
         self._chat: Span | None = None
         self._first_token = False
         self._tools: dict[str, Span] = {}
@@ -91,6 +94,7 @@ class Tracing:
                 self._chat.add_event("gen_ai.first_token")
         elif kind == "agent_start":
             self._end_all(_ABORTED)  # a run that never ended
+            self._end_turn(None)
             if self._run is not None:
                 self._run.set_status(Status(StatusCode.ERROR, _ABORTED))
                 self._run.end()
@@ -98,6 +102,15 @@ class Tracing:
             self._run = self._tracer.start_span(
                 "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}
             )
+        elif kind == "turn_start":
+            self._end_all(_ABORTED)  # a turn that never ended
+            self._turn = self._tracer.start_span(
+                "turn", self._context(), attributes={"trio_agent.turn": True}
+            )
+        elif kind == "turn_end":
+            self._end_all(_ABORTED)
+            message = event.message  # type: ignore[union-attr]  # a TurnEnd
+            self._end_turn(message if isinstance(message, AssistantMessage) else None)
         elif kind == "message_start":
             message = event.message  # type: ignore[union-attr]
             if isinstance(message, AssistantMessage):
@@ -112,6 +125,7 @@ class Tracing:
             self._end_tool(event)
         elif kind == "agent_end":
             self._end_all(_ABORTED)
+            self._end_turn(None)  # a turn still open: the run was cut short
             run, self._run = self._run, None
             if run is not None:
                 if self._failure is not None:
@@ -119,7 +133,19 @@ class Tracing:
                 run.end()
 
     def _context(self) -> Any:
-        return trace.set_span_in_context(self._run) if self._run is not None else None
+        """The parent of a span started now: the open turn's, else the run's."""
+        parent = self._turn if self._turn is not None else self._run
+        return trace.set_span_in_context(parent) if parent is not None else None
+
+    def _end_turn(self, message: AssistantMessage | None) -> None:
+        turn, self._turn = self._turn, None
+        if turn is None:
+            return
+        if message is None or message.stop_reason == "aborted":
+            turn.set_status(Status(StatusCode.ERROR, _ABORTED))
+        elif message.stop_reason == "error":
+            turn.set_status(Status(StatusCode.ERROR, message.error_message or "error"))
+        turn.end()
 
     def _start_chat(self, message: AssistantMessage) -> None:
         self._end_chat(None)
@@ -194,7 +220,8 @@ class Tracing:
         span.end()
 
     def _end_all(self, reason: str) -> None:
-        """End the spans still open (a run cut short): status ERROR, ``reason``."""
+        """End the chat and tool spans still open (a run cut short): status ERROR,
+        ``reason``."""
         self._end_chat(None)
         for span in self._tools.values():
             span.set_status(Status(StatusCode.ERROR, reason))
