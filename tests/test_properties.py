@@ -452,7 +452,7 @@ EVERY_OUTCOME = ts.tool_behaviours(
 )
 
 
-@examples(1.0)
+@examples(0.8)
 @given(ts.scenarios(behaviours=EVERY_OUTCOME), SEEDS)
 def test_run_agent_loop_keeps_every_invariant(scenario: Scenario, seed: int) -> None:
     """Invariants 1, 2, 3, 4, 5, 6, 7, 8, 9 (scripted provider errors), 10, 11 and 13, on
@@ -478,7 +478,7 @@ LIMITED = ts.scenarios(behaviours=EVERY_OUTCOME, max_tool_calls=5).map(
 )
 
 
-@examples(0.2)
+@examples(0.1)
 @given(LIMITED, SEEDS, st.sampled_from(["loop", "agent"]))
 def test_time_limits_and_concurrency_limits_keep_every_invariant(
     scenario: Scenario, seed: int, via: Literal["loop", "agent"]
