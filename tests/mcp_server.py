@@ -48,6 +48,12 @@ def crash() -> str:
 
 
 @server.tool()
+def big(size: int) -> str:
+    """A text of ``size`` characters (a server that sends too much)."""
+    return "x" * size
+
+
+@server.tool()
 def pid() -> int:
     """The server's process id."""
     return os.getpid()

@@ -274,3 +274,15 @@ async def test_an_agent_using_mcp_tools_is_cancel_safe() -> None:
             agent = await run_agent(server, add_call())
         assert text(results(agent)[0]) == "42"
     assert_exited(pid)
+
+
+async def test_a_result_too_large_is_cut_and_says_so() -> None:
+    with trio.fail_after(BOUND):
+        async with open_server(sys.executable, args=[SERVER]) as server:
+            call = faux.reply(faux.tool_call("big", {"size": 250_000}, id="b1"))
+            agent = await run_agent(server, call)
+    [result] = results(agent)
+    body = text(result)
+    assert body.startswith("x" * 100_000)
+    assert body.endswith("\n[cut: 150,000 more characters]")
+    assert len(body) < 100_100

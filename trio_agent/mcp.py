@@ -151,7 +151,8 @@ class McpServer:
         except MCPError as exc:
             # The loop turns any Exception of a tool into an error result with its text.
             raise Exception(
-                f"MCP server {self.name!r} failed to run tool {remote!r}: {exc.message}"
+                f"MCP server {self.name!r} failed to run tool {remote!r}: "
+                f"{_bounded(exc.message, 2_000)}"
             ) from None
         except BaseExceptionGroup as group:
             raise _reduce(
@@ -181,22 +182,36 @@ class McpServer:
                 callback(tools)
 
 
+MAX_RESULT_CHARS = 100_000
+"""The most characters of a server's text a call keeps (a result's text blocks and its
+structured content together, or an error message): a server decides what it sends."""
+
+
+def _bounded(text: str, limit: int = MAX_RESULT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[cut: {len(text) - limit:,} more characters]"
+
+
 def _text(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+    return _bounded(str(exc) or type(exc).__name__, 2_000)
 
 
 def _result(server: str, remote: str, result: mcp_types.CallToolResult) -> ToolResult:
     content: list[ToolResultContent] = []
+    left = MAX_RESULT_CHARS  # what the text blocks may still hold
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
-            content.append(TextContent(block.text))
+            kept = _bounded(block.text, max(left, 0))
+            left -= len(block.text)
+            content.append(TextContent(kept))
         elif isinstance(block, mcp_types.ImageContent):
             content.append(ImageContent(block.data, block.mime_type))
         else:
             content.append(TextContent(f"[{block.type} content not shown]"))
     structured = result.structured_content
     if structured is not None and not any(isinstance(c, TextContent) for c in content):
-        content.insert(0, TextContent(json.dumps(structured, ensure_ascii=False)))
+        content.insert(0, TextContent(_bounded(json.dumps(structured, ensure_ascii=False))))
     if result.is_error:
         text = " ".join(c.text for c in content if isinstance(c, TextContent))
         # ToolResult has no error flag: an exception is how a tool's result is marked an error.
@@ -217,7 +232,7 @@ def _reduce(group: BaseExceptionGroup, context: str) -> BaseException:
             if isinstance(leaf, kind):
                 return leaf
     first = next((leaf for leaf in leaves if isinstance(leaf, Exception)), leaves[0])
-    message = first.message if isinstance(first, MCPError) else _text(first)
+    message = _bounded(first.message, 2_000) if isinstance(first, MCPError) else _text(first)
     error = RuntimeError(f"{context}: {message}")
     error.__cause__ = first
     return error
