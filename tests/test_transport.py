@@ -24,6 +24,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests._providers import Call, call, context, fixture, io_clock, options, server_in_thread
+from tests.test_provider_matrix import APIS as MATRIX_APIS
+from tests.test_provider_matrix import Api as MatrixApi
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -688,3 +690,55 @@ async def test_a_stream_event_that_never_ends_fails_the_reply_without_holding_it
     error = result.message.error_message or ""
     assert error.startswith("openai sent an event longer than 100,000 characters ("), error
     assert error.endswith(" received without its end)"), error
+
+
+# -- the body is UTF-8, whatever charset the server names --------------------------------
+
+CHARSETS = ["utf-16", "utf-32", "idna", "rot13", "base64", "hex", "x-no-such-charset", "latin-1"]
+"""Charsets a server may name in its content type: SSE and JSON are UTF-8 whatever it
+says, so each of these would decode the body wrongly, or fail to decode it at all."""
+
+
+@pytest.mark.parametrize("api", MATRIX_APIS, ids=lambda api: api.name)
+async def test_a_stream_is_read_as_utf_8_whatever_charset_its_content_type_names(
+    clock: Any, api: MatrixApi
+) -> None:
+    body = fixture(api.name, "text.sse")
+    script = [
+        ScriptedResponse(
+            body=body, pieces=(1, 7), content_type=f"text/event-stream; charset={charset}"
+        )
+        for charset in CHARSETS
+    ]
+    async with open_sse_server(*script) as server:
+        for charset in CHARSETS:
+            result = await call(api.stream, api.make_model(server.url, api.label))
+            message = result.message
+            assert (charset, message.stop_reason, message.text) == (charset, "stop", api.text)
+
+
+@pytest.mark.parametrize("status", [400, 200], ids=["error body", "not a stream"])
+@pytest.mark.parametrize("api", MATRIX_APIS, ids=lambda api: api.name)
+async def test_an_error_body_is_read_as_utf_8_whatever_charset_its_content_type_names(
+    clock: Any, api: MatrixApi, status: int
+) -> None:
+    body, kind = api.error_body(400, "Überlastet ✓")
+    script = [
+        ScriptedResponse(
+            status=status,
+            body=json.dumps(body, ensure_ascii=False).encode(),
+            pieces=(1, 7),
+            content_type=f"application/json; charset={charset}",
+        )
+        for charset in CHARSETS
+    ]
+    if status == 400:
+        expected = f"HTTP 400 from {api.label}: {kind}: Überlastet ✓"
+    else:
+        expected = f"{api.label} answered with application/json, not an event stream: "
+        expected += f"{kind}: Überlastet ✓"
+    async with open_sse_server(*script) as server:
+        for charset in CHARSETS:
+            result = await call(api.stream, api.make_model(server.url, api.label))
+            assert (charset, result.message.error_message) == (charset, expected)
+            assert result.types == ["error"]

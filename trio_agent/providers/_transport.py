@@ -17,9 +17,13 @@ with a sentence that says what happened; the provider turns it into an error
 reply. Time limits: ``connect`` (httpx), ``first_byte`` (until the response
 head) and ``idle`` (for each read of the body).
 
-What a server sends is not trusted. A body that is not a stream is read up
-to 64 KiB (enough for any error message: a gigabyte of it costs no more
-memory) and for at most 10 s; its JSON is parsed with jiter, which refuses
+What a server sends is not trusted. A body is decoded as UTF-8 (an invalid
+byte becomes U+FFFD), whatever charset its content type names: an event
+stream is UTF-8 by the SSE specification and a JSON body by RFC 8259, and a
+server's ``charset=utf-16`` (or ``rot13``, or a name no codec has) must
+neither fail the read nor garble the text. A body that is not a stream is
+read up to 64 KiB (enough for any error message: a gigabyte of it costs no
+more memory) and for at most 10 s; its JSON is parsed with jiter, which refuses
 nesting deeper than 200 levels with a ``ValueError`` where ``json.loads``
 would raise ``RecursionError``; whatever the body holds, the result is a
 sentence. Server text in a message (an error body, a header, what the HTTP
@@ -38,6 +42,7 @@ provider its own client, whose life it owns.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import datetime
 import email.utils
@@ -78,6 +83,8 @@ _DRAIN_TIME = 1.0
 """Seconds given to reading them."""
 _TEXT_LIMIT = 500
 """Characters of server text (an error message, a quoted header) in a failure's message."""
+
+_Utf8Decoder = codecs.getincrementaldecoder("utf-8")
 
 SECRET_FRAGMENT = 4
 """The shortest piece of a cut secret that :func:`redact` removes (see there)."""
@@ -305,7 +312,12 @@ class SseStream:
         self._secrets = secrets
         if idle is not None and isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _IdleLimited(response.stream, idle)
-        self._texts = response.aiter_text()
+        # Bytes, decoded here as UTF-8 whatever charset the content type names: SSE is
+        # UTF-8 by its specification, JSON by RFC 8259, and httpx's ``aiter_text`` would
+        # decode with the server's charset (utf-16 without a BOM raises, rot13 and base64
+        # are not text codecs, latin-1 garbles). Invalid bytes become U+FFFD.
+        self._chunks = response.aiter_bytes()
+        self._utf8 = _Utf8Decoder(errors="replace")
         self._decoder: SseDecoder | None = SseDecoder(MAX_EVENT_CHARS)
 
     async def read(self) -> list[SseEvent] | None:
@@ -342,11 +354,12 @@ class SseStream:
         return "".join(pieces)[:limit]
 
     async def _next_text(self) -> str | None:
-        """The text of the next read of the body, or None at its end."""
+        """The text of the next read of the body (maybe empty: a character cut by the
+        read waits for its other bytes), or None at its end."""
         try:
-            return await self._texts.__anext__()
+            return self._utf8.decode(await self._chunks.__anext__())
         except StopAsyncIteration:
-            return None
+            return self._utf8.decode(b"", True) or None  # a character cut at the end: U+FFFD
         except trio.TooSlowError:
             raise ProviderFailure(
                 f"{self._name} sent nothing for {self._idle:g} s (idle timeout)"
@@ -390,7 +403,7 @@ class SseStream:
         await self._response.aclose()
         try:
             while True:
-                await self._texts.__anext__()
+                await self._chunks.__anext__()
         except (Exception, StopAsyncIteration):
             pass
 
