@@ -12,6 +12,7 @@ import email.utils
 import functools
 import json
 import re
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -20,9 +21,12 @@ import httpx  # noqa: ASYNC127  (the design's client)
 import pytest
 import trio
 import trio.testing
+import trustme
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests._h2_server import H2Response, open_h2_server
+from tests._h2_server import frame as h2_frame
 from tests._providers import Call, call, context, fixture, io_clock, options, server_in_thread
 from tests.test_provider_matrix import APIS as MATRIX_APIS
 from tests.test_provider_matrix import Api as MatrixApi
@@ -34,7 +38,14 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent.providers import _transport, anthropic, google, openai_chat, openai_responses
+from trio_agent.providers import (
+    _transport,
+    anthropic,
+    google,
+    open_pool,
+    openai_chat,
+    openai_responses,
+)
 from trio_agent.providers._transport import _retry_after, _retry_delay, error_text
 from trio_agent.testing import (
     EventRecorder,
@@ -742,3 +753,103 @@ async def test_an_error_body_is_read_as_utf_8_whatever_charset_its_content_type_
             result = await call(api.stream, api.make_model(server.url, api.label))
             assert (charset, result.message.error_message) == (charset, expected)
             assert result.types == ["error"]
+
+
+# -- HTTP/2: what the HTTP stack raises is the server's failure ----------------------------
+
+
+@pytest.fixture(scope="module")
+def h2_tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context that offers only h2 (ALPN), for 127.0.0.1, and a client one that
+    trusts it."""
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    server.set_alpn_protocols(["h2"])
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return server, client
+
+
+SSE_HEAD = [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+READ_FAILURE = "openai sent a response that could not be read: "
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        (
+            H2Response(headers=[(b":status", b"abc"), *SSE_HEAD[1:]]),
+            "ValueError: invalid literal for int() with base 10: 'abc'",
+        ),
+        (  # the text of the exception quotes the server: the key is removed from it
+            H2Response(headers=[(b":status", b"test-key"), *SSE_HEAD[1:]]),
+            "ValueError: invalid literal for int() with base 10: '***'",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(0, 0, 0, b"xyz")),
+            "h2.exceptions.ProtocolError: Received frame with invalid header: "
+            "Stream ID must be non-zero for DataFrame",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(1, 0x5, 1, b"\x80")),
+            "h2.exceptions.ProtocolError: Error decoding header block: Invalid table index 0",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(8, 0, 0, b"\0\0\0\0")),
+            "h2.exceptions.ProtocolError: Received frame with non-compliant data",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(4, 0, 0, b"\0\4\xff\xff\xff\xff")),
+            "h2.exceptions.InvalidSettingsValueError: Setting 4 has invalid value 4294967295",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(6, 0, 0, b"abc")),
+            "h2.exceptions.FrameDataMissingError: Frame data missing or invalid",
+        ),
+    ],
+    ids=[
+        "status abc",
+        "status quoting the key",
+        "DATA on stream 0",
+        "undecodable header block",
+        "WINDOW_UPDATE of 0",
+        "bad SETTINGS value",
+        "PING of 3 bytes",
+    ],
+)
+async def test_an_http2_server_that_breaks_the_protocol_gets_an_error_reply(
+    clock: Any, h2_tls: tuple[ssl.SSLContext, ssl.SSLContext], response: H2Response, message: str
+) -> None:
+    """Over HTTP/2, h2 raises its own exceptions (and httpcore a ``ValueError`` for a
+    status that is not a number) for what a server sends: a malformed head, or a frame
+    after it (sent once the first delta has arrived). Each is an error reply naming the
+    server and the exception, keeping what arrived; the pool serves the next prompt."""
+    server_tls, client_tls = h2_tls
+    after_head = bool(response.then)
+    if after_head:
+        response.resume = trio.Event()
+    resume = response.resume
+
+    async def emit(event: Any) -> None:
+        events.append(event)
+        if event.type == "text_delta" and resume is not None:
+            resume.set()  # the bad frame follows
+
+    events: list[Any] = []
+    async with (
+        open_h2_server(response, H2Response(body=TEXT), ssl_context=server_tls) as server,
+        open_pool(http2=True, verify=client_tls),
+    ):
+        with trio.fail_after(30):
+            reply = await openai_chat.stream(
+                model(server.url), context(), options(max_retries=0), emit
+            )
+            again = await call(openai_chat.stream, model(server.url), opts=options(max_retries=0))
+    assert reply.stop_reason == "error"
+    assert reply.error_message == READ_FAILURE + message
+    assert reply.text == ("Hello" if after_head else "")
+    assert "test-key" not in repr(events)
+    assert events[-1].type == "error"
+    assert again.message.stop_reason == "stop"
+    assert len(server.requests) == 2

@@ -14,8 +14,16 @@ stream of server-sent events, after it
 
 Every failure of the network or the server is a :class:`ProviderFailure`
 with a sentence that says what happened; the provider turns it into an error
-reply. Time limits: ``connect`` (httpx), ``first_byte`` (until the response
-head) and ``idle`` (for each read of the body).
+reply. That includes whatever the HTTP stack raises while it reads a server's
+bytes, not only httpx's errors: over HTTP/2, h2 raises its own exceptions
+for a frame that breaks the protocol after the response head (DATA on stream
+0, a header block that cannot be decoded, a WINDOW_UPDATE of 0), and
+httpcore a ``ValueError`` for a ``:status`` that is not a number; each is a
+failure naming the server, the exception's type and its text (without the
+key, cut short). Cancellation and ``KeyboardInterrupt`` pass through.
+
+Time limits: ``connect`` (httpx), ``first_byte`` (until the response head)
+and ``idle`` (for each read of the body).
 
 What a server sends is not trusted. A body is decoded as UTF-8 (an invalid
 byte becomes U+FFFD), whatever charset its content type names: an event
@@ -368,6 +376,8 @@ class SseStream:
             raise ProviderFailure(
                 f"connection to {self._name} lost: {_describe(exc, self._secrets)}"
             ) from None
+        except Exception as exc:  # the HTTP stack's own (h2's), reading the server's bytes
+            raise _malformed(self._name, exc, self._secrets) from None
 
     async def drain(self) -> None:
         """Read what is left of a response that is done (its last bytes), so that its
@@ -425,6 +435,30 @@ def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
         text = str(cause)
         cause = cause.__cause__ or cause.__context__
     return _clip(text, secrets) or type(exc).__name__
+
+
+def _malformed(name: str, exc: Exception, secrets: tuple[str, ...]) -> ProviderFailure:
+    """The failure that an exception of the HTTP stack other than an httpx error stands
+    for: h2's own exceptions (a frame that breaks the protocol after the response head),
+    a ``ValueError`` for an HTTP/2 ``:status`` that is not a number. Whatever the HTTP
+    stack raises while it reads a server's bytes is the server's failure.
+
+    Told by the exception's type and its text (which may quote the server: the key is
+    removed, then the text is cut). Not retried: a server that breaks the protocol once
+    is not known to do better the next time.
+    """
+    kind = type(exc)
+    named = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    text = _clip(str(exc), secrets)
+    return ProviderFailure(
+        f"{name} sent a response that could not be read: {named}: {text}"
+        if text
+        else f"{name} sent a response that could not be read: {named}"
+    )
 
 
 def _backoff(attempt: int) -> float:
@@ -522,6 +556,8 @@ class Transport:
             raise ProviderFailure(
                 f"could not reach {name}: {_describe(exc, secrets)}", retryable=True
             ) from None
+        except Exception as exc:  # the HTTP stack's own, reading the response head
+            raise _malformed(name, exc, secrets) from None
         if response is None:  # the deadline cancelled the send
             raise ProviderFailure(
                 f"no response from {name} within {first_byte:g} s (first-byte timeout)",
