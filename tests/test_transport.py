@@ -11,6 +11,7 @@ import datetime
 import email.utils
 import functools
 import json
+import math
 import re
 import ssl
 from collections.abc import Callable
@@ -34,7 +35,10 @@ from trio_agent import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
+    TextContent,
     Timeouts,
+    ToolCall,
+    ToolResultMessage,
     UserMessage,
     run_agent_loop,
 )
@@ -853,3 +857,47 @@ async def test_an_http2_server_that_breaks_the_protocol_gets_an_error_reply(
     assert events[-1].type == "error"
     assert again.message.stop_reason == "stop"
     assert len(server.requests) == 2
+
+
+# -- the request body is always sent -------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+@pytest.mark.parametrize("api", MATRIX_APIS, ids=lambda api: api.name)
+async def test_a_transcript_that_json_cannot_encode_is_sent_repaired(
+    clock: Any, api: MatrixApi
+) -> None:
+    """Lone surrogates (from a tool's result, a loaded transcript) cannot be encoded in
+    UTF-8, and NaN or an infinity (a model may write them in arguments: jiter reads
+    them) is not JSON. The request goes out all the same: a lone surrogate as U+FFFD (a
+    surrogate pair as the character it stands for), a number that is not finite as
+    null, as JavaScript's ``JSON.stringify`` writes it."""
+    model_ = api.make_model("http://127.0.0.1:1", api.label)
+    call_ = ToolCall("call_1", "echo", {"value": "x \udc00", "n": math.nan, "big": -math.inf})
+    transcript = [
+        UserMessage.text("lone \ud800 high, lone \udfff low, a pair \ud83d\ude00"),
+        AssistantMessage(
+            content=[call_],
+            api=model_.api,
+            provider=model_.provider,
+            model=model_.id,
+            stop_reason="toolUse",
+        ),
+        ToolResultMessage(
+            tool_call_id="call_1", tool_name="echo", content=[TextContent("result \ud800")]
+        ),
+    ]
+    answer = ScriptedResponse(body=fixture(api.name, api.answer_fixture), pieces=(1, 7))
+    async with open_sse_server(answer) as server:
+        result = await call(
+            api.stream, api.make_model(server.url, api.label), ctx=context(*transcript)
+        )
+    assert (result.message.stop_reason, result.message.text) == ("stop", api.answer)
+    (request,) = server.requests
+    text = request.body.decode("utf-8")  # strict: valid UTF-8
+    json.loads(text, parse_constant=_refuse_constant)  # strict: no NaN, no Infinity
+    assert "lone \ufffd high, lone \ufffd low, a pair 😀" in text
+    assert "result \ufffd" in text

@@ -25,6 +25,11 @@ key, cut short). Cancellation and ``KeyboardInterrupt`` pass through.
 Time limits: ``connect`` (httpx), ``first_byte`` (until the response head)
 and ``idle`` (for each read of the body).
 
+A request's body can always be encoded: its JSON is encoded as httpx would,
+and if that fails — a lone surrogate in a tool's result or a loaded transcript,
+NaN in a model's arguments — a lone surrogate becomes U+FFFD and a number
+that is not finite ``null`` (:func:`_encoded`), rather than the run raising.
+
 What a server sends is not trusted. A body is decoded as UTF-8 (an invalid
 byte becomes U+FFFD), whatever charset its content type names: an event
 stream is UTF-8 by the SSE specification and a JSON body by RFC 8259, and a
@@ -54,6 +59,7 @@ import codecs
 import contextlib
 import datetime
 import email.utils
+import json
 import math
 import random
 import time
@@ -461,6 +467,41 @@ def _malformed(name: str, exc: Exception, secrets: tuple[str, ...]) -> ProviderF
     )
 
 
+def _encoded(body: Any) -> bytes:
+    """The JSON of a request body in UTF-8, as httpx writes it (compact, not ASCII-escaped).
+
+    Always: a value JSON cannot carry is repaired, not refused, for a transcript may
+    hold one that no one chose — a lone surrogate (``"\\ud800"``, from a tool's
+    result or a loaded transcript: UTF-8 has no encoding for it), or NaN or an
+    infinity (jiter reads them in a model's arguments; JSON has no such numbers).
+    The body is encoded as it is first, and repaired (:func:`_encodable`) only if
+    that fails: nothing is walked for a body that encodes.
+    """
+    try:
+        return _dumps(body).encode("utf-8")
+    except ValueError:  # UnicodeEncodeError (a lone surrogate), or a number not finite
+        return _dumps(_encodable(body)).encode("utf-8")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every string's lone surrogates as U+FFFD (a surrogate pair, as the
+    character it stands for) and every float that is not finite as None, which is what
+    JavaScript's ``JSON.stringify`` makes of NaN and the infinities."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return value
+
+
 def _backoff(attempt: int) -> float:
     """1 s, 2 s, 4 s, ... with up to 25% jitter."""
     delay: float = 2.0**attempt
@@ -496,10 +537,11 @@ class Transport:
         transport's). Raises :class:`ProviderFailure`.
         """
         secrets = tuple(secret for secret in secrets if secret)
+        content = _encoded(request.body)
         attempt = 0
         while True:
             try:
-                return await self._open_once(request, options, name or self.name, secrets)
+                return await self._open_once(request, content, options, name or self.name, secrets)
             except ProviderFailure as failure:
                 failure.args = (redact(str(failure), secrets),)
                 if not failure.retryable or attempt >= options.max_retries:
@@ -516,7 +558,12 @@ class Transport:
                 attempt += 1
 
     async def _open_once(
-        self, request: HttpRequest, options: StreamOptions, name: str, secrets: tuple[str, ...]
+        self,
+        request: HttpRequest,
+        content: bytes,
+        options: StreamOptions,
+        name: str,
+        secrets: tuple[str, ...],
     ) -> _Opened:
         timeouts = options.timeouts
         client = self._client()
@@ -527,10 +574,12 @@ class Transport:
             "POST",
             request.url,
             headers={"accept": "text/event-stream", **request.headers},
-            json=request.body,
+            content=content,
             timeout=httpx.Timeout(timeouts.connect, read=None, write=timeouts.connect, pool=None),
         )
-        built.stream = _Body(built.content)
+        if "content-type" not in built.headers:
+            built.headers["Content-Type"] = "application/json"
+        built.stream = _Body(content)
         first_byte = timeouts.first_byte if timeouts.first_byte is not None else float("inf")
         # The first-byte limit runs from the moment the request is sent (httpcore's trace
         # says when), not while it waits for a connection. An application's own client,
