@@ -460,6 +460,14 @@ HEADER_TEXT = st.text(
 )
 
 
+NUMBER_TEXT = (
+    st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "1_0", " 7 "])
+    | st.floats().map(repr)
+    | st.integers(min_value=-(10**400), max_value=10**400).map(str)
+)
+"""What ``float()`` reads: NaN, infinities, numbers past a float's range."""
+
+
 @given(body=ERROR_BODIES)
 @settings(max_examples=150)
 def test_error_text_and_the_retry_hint_take_any_body(body: bytes) -> None:
@@ -467,7 +475,16 @@ def test_error_text_and_the_retry_hint_take_any_body(body: bytes) -> None:
     assert isinstance(text, str)
     assert 0 < len(text) <= 500
     delay = _retry_delay(body.decode("utf-8", errors="replace"))
-    assert delay is None or delay >= 0
+    assert delay is None or delay >= 0  # never NaN
+
+
+@given(delay=NUMBER_TEXT | HEADER_TEXT)
+@example(delay="nan")
+@settings(max_examples=150)
+def test_the_retry_delay_of_a_google_error_body_takes_any_value(delay: str) -> None:
+    body = {"error": {"details": [{"retryDelay": f"{delay}s"}]}}
+    seconds = _retry_delay(json.dumps(body))
+    assert seconds is None or seconds >= 0  # never NaN
 
 
 HTTP_DATES = st.builds(
@@ -479,11 +496,14 @@ HTTP_DATES = st.builds(
 )
 
 
-@given(value=HEADER_TEXT | HTTP_DATES, name=st.sampled_from(["retry-after", "retry-after-ms"]))
+@given(
+    value=HEADER_TEXT | HTTP_DATES | NUMBER_TEXT,
+    name=st.sampled_from(["retry-after", "retry-after-ms"]),
+)
 @settings(max_examples=150)
 def test_the_retry_after_headers_take_any_value(value: str, name: str) -> None:
     delay = _retry_after(httpx.Headers({name.encode(): value.encode("latin-1")}))
-    assert delay is None or delay >= 0
+    assert delay is None or delay >= 0  # never NaN
 
 
 @given(
@@ -659,6 +679,16 @@ def http_date(seconds_from_now: float) -> str:
         ({"retry-after": "soon"}, None),
         ({"retry-after-ms": "1500", "retry-after": "Wed, 21 Oct 2015 07:28:05 GMT"}, 1.5),
         ({"retry-after-ms": "later", "retry-after": "Wed, 21 Oct 2015 07:28:05 GMT"}, 5.0),
+        # float() reads these too: NaN is no number of seconds, an infinity is "never"
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "NaN"}, None),
+        ({"retry-after-ms": "nan", "retry-after": "7"}, 7.0),
+        ({"retry-after": "-inf"}, 0.0),
+        ({"retry-after": "-1e400"}, 0.0),
+        ({"retry-after": "inf"}, math.inf),
+        ({"retry-after": "1e400"}, math.inf),
+        ({"retry-after-ms": "Infinity"}, math.inf),
+        ({"retry-after": "Fri, 31 Dec 99999 23:59:59 GMT"}, None),  # out of range
     ],
 )
 def test_retry_after_is_read_in_seconds_and_as_an_http_date(
@@ -666,6 +696,47 @@ def test_retry_after_is_read_in_seconds_and_as_an_http_date(
 ) -> None:
     now = datetime.datetime(2015, 10, 21, 7, 28, 0, tzinfo=datetime.UTC).timestamp()
     assert _retry_after(httpx.Headers(headers), now=now) == delay
+
+
+@pytest.mark.parametrize(
+    "limited",
+    [
+        error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": "inf"}),
+        error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": "1e400"}),
+        error(429, '{"error": {"message": "Slow down"}}', **{"retry-after-ms": "Infinity"}),
+        error(
+            429,
+            '{"error": {"message": "Slow down", "details": [{"retryDelay": "1e400s"}]}}',
+        ),
+    ],
+    ids=["retry-after inf", "retry-after 1e400", "retry-after-ms Infinity", "retryDelay 1e400s"],
+)
+@pytest.mark.parametrize("max_retry_delay", [60.0, math.inf])
+async def test_a_server_cannot_make_a_retry_wait_forever(
+    clock: Any, limited: ScriptedResponse, max_retry_delay: float
+) -> None:
+    """An infinite wait (``float()`` reads "inf" and "1e400" as one) is refused at once,
+    even when ``max_retry_delay`` bounds nothing."""
+    async with open_sse_server(limited, ScriptedResponse(body=TEXT)) as server:
+        start = trio.current_time()
+        with trio.fail_after(3600):
+            result = await call(
+                openai_chat.stream, model(server.url), opts=options(max_retry_delay=max_retry_delay)
+            )
+    assert trio.current_time() == start
+    assert result.message.error_message == (
+        "HTTP 429 from openai: Slow down (the server asks to wait forever before a retry)"
+    )
+    assert len(server.requests) == 1
+
+
+async def test_a_retry_after_of_nan_is_ignored_for_the_backoff(clock: Any) -> None:
+    limited = error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": "nan"})
+    async with open_sse_server(limited, ScriptedResponse(body=TEXT)) as server:
+        start = trio.current_time()
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.stop_reason == "stop"
+    assert 1.0 <= trio.current_time() - start <= 1.25 + 0.2  # the first backoff, 1 s + jitter
 
 
 async def test_429_is_retried_at_the_http_date_the_server_asks(clock: Any) -> None:

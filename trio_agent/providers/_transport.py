@@ -191,18 +191,30 @@ def _retry_after(headers: httpx.Headers, now: float | None = None) -> float | No
     A date is wall-clock time, so it is counted from ``now``, the wall clock's
     time (``time.time()`` unless given), not from Trio's clock, which need not
     be the wall clock (a ``MockClock`` in tests). A date in the past is 0 s.
+    What ``float()`` reads is read: "nan" is no number of seconds (ignored, as
+    any text that is not one), "inf" or "1e400" an infinite wait, which
+    :meth:`Transport.open` refuses.
     """
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            pass
+        seconds = _seconds(value)
+        if seconds is not None:
+            return seconds * scale
         if name == "retry-after":
             return _until(value, time.time() if now is None else now)
     return None
+
+
+def _seconds(text: str) -> float | None:
+    """The number of seconds ``text`` says, at least 0 (maybe infinite); None if it is not
+    a number (NaN is not)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(seconds) else max(0.0, seconds)
 
 
 def _until(value: str, now: float) -> float | None:
@@ -224,10 +236,7 @@ def _retry_delay(body: str) -> float | None:
     for detail in details if isinstance(details, list) else ():
         delay = detail.get("retryDelay") if isinstance(detail, dict) else None
         if isinstance(delay, str) and delay.endswith("s"):
-            try:
-                return max(0.0, float(delay[:-1]))
-            except ValueError:
-                return None
+            return _seconds(delay[:-1])
     return None
 
 
@@ -549,7 +558,11 @@ class Transport:
                 delay = (
                     failure.retry_after if failure.retry_after is not None else _backoff(attempt)
                 )
-                if delay > options.max_retry_delay:
+                if math.isinf(delay):  # a server's "inf" or "1e400": whatever the limit
+                    raise ProviderFailure(
+                        f"{failure} (the server asks to wait forever before a retry)"
+                    ) from None
+                if not delay <= options.max_retry_delay:  # (a NaN limit allows no wait)
                     raise ProviderFailure(
                         f"{failure} (the server asks to retry in {delay:g} s, more than "
                         f"max_retry_delay={options.max_retry_delay:g})"
