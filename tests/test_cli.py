@@ -425,6 +425,26 @@ async def test_a_provider_error_is_one_line_and_exit_1(api: Api, tmp_path: Path)
     assert result.out == ""
 
 
+async def test_a_charset_in_the_content_type_changes_nothing(tmp_path: Path) -> None:
+    """SSE and JSON bodies are UTF-8 whatever charset the server names: the answer
+    streams, and an error (the body of a 400) is one line, without a traceback."""
+    api = APIS[0]
+    body, _kind = api.error_body(400, "Ungültig ✓")
+    refused = ScriptedResponse.error(400, body, content_type="application/json; charset=utf-16")
+    answered = answer(api)
+    answered.content_type = "text/event-stream; charset=utf-16"
+    async with open_sse_server(answered, refused) as server:
+        options = ["run", "hi", *model_options(api, server.url)]
+        streamed = await cli(options, env=keyed(api), cwd=tmp_path)
+        refusal = await cli(options, env=keyed(api), cwd=tmp_path)
+    assert (streamed.code, streamed.out) == (0, api.answer + "\n"), streamed
+    assert refusal.code == 1, refusal
+    assert refusal.err.splitlines() == [
+        "error: HTTP 400 from local: invalid_request_error: Ungültig ✓"
+    ], refusal
+    assert "Traceback" not in streamed.err + refusal.err
+
+
 @pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
 @pytest.mark.parametrize("api", [a for a in APIS if a.name != "openai_chat"], ids=lambda a: a.name)
 async def test_a_missing_key_is_one_line_naming_the_variable_to_set(

@@ -24,7 +24,7 @@ import trio.testing
 import trustme
 
 from tests._providers import fixture
-from trio_agent import Agent, AgentEvent, AssistantMessage, Timeouts
+from trio_agent import Agent, AgentEvent, AssistantMessage, Timeouts, tool
 from trio_agent.providers import Pool, _pool, open_pool, openai_chat
 from trio_agent.providers.openai_chat import OpenAIChat
 from trio_agent.testing import ScriptedResponse, SSEServer, open_sse_server, sse_body
@@ -465,3 +465,76 @@ async def test_a_provider_given_its_own_client_sends_with_it_and_leaves_it_open(
             await server.wait_closed_by_client()  # the application closed its client
     assert [request.headers.get("x-client") for request in server.requests] == ["own", "own"]
     assert pool.client.is_closed
+
+
+def tool_call(name: str) -> bytes:
+    """A small chat completions stream that calls the tool ``name`` without arguments."""
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    call["function"] = {"name": name, "arguments": "{}"}
+    return sse_body(
+        [
+            (None, {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}),
+            (None, {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ],
+        done=True,
+    )
+
+
+async def test_a_trio_run_in_a_worker_thread_of_an_open_pool_block_uses_a_pool_of_its_own() -> None:
+    """A sync tool runs in a worker thread, whose context is a copy of the block's: a
+    ``trio.run`` there (an agent of its own) must not use the block's pool, whose
+    connections and locks belong to the outer run.
+
+    The block's pool has one connection, held by a stalled stream of another agent, so
+    a request of the inner run through it would wait for that connection, and the outer
+    run would wake a task of the inner run when the stream ends. Real clocks: the two
+    runs wait for each other's sockets."""
+    resume = trio.Event()
+    script = [
+        ScriptedResponse(body=TEXT, stall_after=AFTER_HELLO, resume=resume),
+        ScriptedResponse(body=tool_call("nested")),
+        *replies("inner", "outer"),
+    ]
+    outer_token = trio.lowlevel.current_trio_token()
+    pools: list[Pool] = []
+    with trio.fail_after(20):
+        async with (
+            open_sse_server(*script) as server,
+            open_pool(max_connections=1) as pool,
+            httpx.AsyncClient() as client,
+        ):
+            url = server.url
+
+            @tool
+            def nested() -> str:
+                """Ask another agent, in a Trio run of this thread."""
+
+                async def inner() -> str:
+                    agent = Agent(model(url), api_key="k")
+                    with trio.fail_after(5):
+                        async with trio.open_nursery() as nursery:
+                            nursery.start_soon(agent.prompt, "inner")
+                            # The request was sent, or waits for a connection.
+                            await trio.testing.wait_all_tasks_blocked()
+                            outer_token.run_sync_soon(resume.set)  # the other stream ends
+                    pools.append(_pool.current_pool())
+                    return last_reply(agent).text
+
+                return trio.run(inner)
+
+            streaming = Agent(model(url), api_key="k")
+            asking = Agent(  # not through the block's pool
+                model(url), api_key="k", tools=[nested], stream_fn=OpenAIChat(client).stream
+            )
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(streaming.prompt, "stream")
+                await trio.testing.wait_all_tasks_blocked()  # its stream holds the connection
+                nursery.start_soon(asking.prompt, "ask")
+    assert said(streaming) == ("stop", TEXT_REPLY)
+    assert said(asking) == ("stop", "outer")
+    tool_result = asking.state.messages[2]
+    assert tool_result.role == "toolResult"
+    assert tool_result.content[0].text == "inner"  # type: ignore[union-attr]
+    (inner_pool,) = pools
+    assert inner_pool is not pool
+    assert inner_pool.client.is_closed  # the inner run's pool, closed when that run ended

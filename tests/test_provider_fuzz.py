@@ -17,6 +17,10 @@ non-negative integers).
 
 The parsers are fed directly, thousands of examples in a few seconds; a
 few examples go end to end over loopback, through the real driver and httpx.
+End to end, the response head is fuzzed too: any status, any content type
+with any charset, any ``retry-after`` / ``retry-after-ms`` (NaN, infinities,
+numbers past a float's range, dates out of range), any other headers; the
+call ends with a reply, and the key the server echoes appears nowhere.
 """
 
 from __future__ import annotations
@@ -451,5 +455,137 @@ def test_every_provider_ends_every_stream_end_to_end(name: str, data: st.DataObj
         async with open_sse_server(response) as server:
             result = await call(api.module.stream, api.model(server.url), opts=options())
         check_reply(result.message, result.events)
+
+    trio.run(main, clock=io_clock())
+
+
+# --- end to end: the response head ----------------------------------------------------------------
+
+KEY = "sk-fuzz-SECRET-4242"
+TOKEN = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.+!#$%&'*^`|~", min_size=1, max_size=12
+)
+LATIN_1 = st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=30)
+"""Header text a server may write: any byte, CR, LF and NUL among them."""
+NUMBER_TEXT = st.sampled_from(
+    ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "0", "-1", "1_0", "0.5", "7"]
+) | st.floats().map(repr)
+HTTP_DATES = st.sampled_from(
+    [
+        "Wed, 21 Oct 2015 07:28:05 GMT",  # in the past
+        "Fri, 31 Dec 9999 23:59:59 GMT",
+        "Fri, 31 Dec 99999 23:59:59 GMT",  # out of range
+        "Mon, 01 Jan 0001 00:00:00 +2359",
+        "Tue, 30 Feb 2027 00:00:00 GMT",
+    ]
+)
+CODECS = "utf-8 UTF-8 utf8 utf-16 utf-16-be utf-32 utf-7 idna rot13 base64 hex zlib bz2 uu"
+CODECS += " quopri punycode unicode_escape raw_unicode_escape cp037 latin-1 ascii mbcs"
+CHARSETS = st.sampled_from([*CODECS.split(), "x-no-such-charset", ""]) | TOKEN
+"""Charsets, text codecs or not (Python's bytes-to-bytes codecs), and names of none."""
+
+CONTENT_TYPES = (
+    st.builds(
+        lambda kind, charset, quoted, extra: (
+            f"{kind}; charset={json.dumps(charset) if quoted else charset}{extra}"
+        ),
+        st.sampled_from(["text/event-stream", "application/json", "text/html", "text/plain"]),
+        CHARSETS,
+        st.booleans(),
+        st.sampled_from(["", "; charset=utf-16", ";", "; q=1"]),
+    )
+    | st.sampled_from(["text/event-stream", "", f"text/{KEY}", "text/event-stream;charset"])
+    | LATIN_1
+)
+STATUSES = st.sampled_from([200, 201, 204, 400, 401, 404, 408, 429, 500, 503, 529]) | st.integers(
+    100, 999
+)
+HEADER_NAMES = st.sampled_from(
+    [
+        *("retry-after", "retry-after-ms", "content-encoding", "content-length"),
+        *("connection", "trailer", "x-request-id", "content-type"),
+    ]
+)
+HEADERS = st.dictionaries(
+    HEADER_NAMES | TOKEN, LATIN_1 | NUMBER_TEXT | HTTP_DATES | st.just(KEY), max_size=3
+)
+
+
+@_settings(40)
+@given(
+    api=st.sampled_from(APIS),
+    status=STATUSES,
+    content_type=CONTENT_TYPES,
+    retry_after=st.none() | NUMBER_TEXT | HTTP_DATES | LATIN_1,
+    retry_after_ms=st.none() | NUMBER_TEXT,
+    headers=HEADERS,
+    body=st.sampled_from(["stream", "error", "key"]),
+)
+@example(  # a charset that is not a text codec, on a stream and on an error body
+    api=APIS[0],
+    status=200,
+    content_type="text/event-stream; charset=rot13",
+    retry_after=None,
+    retry_after_ms=None,
+    headers={},
+    body="stream",
+)
+@example(
+    api=APIS[1],
+    status=429,
+    content_type="application/json; charset=utf-16",
+    retry_after="inf",
+    retry_after_ms=None,
+    headers={},
+    body="error",
+)
+@example(
+    api=APIS[2],
+    status=503,
+    content_type="application/json; charset=idna",
+    retry_after=None,
+    retry_after_ms="nan",
+    headers={"x": KEY},
+    body="key",
+)
+def test_whatever_head_a_server_sends_the_call_ends_with_a_reply(
+    api: Api,
+    status: int,
+    content_type: str,
+    retry_after: str | None,
+    retry_after_ms: str | None,
+    headers: dict[str, str],
+    body: str,
+) -> None:
+    """Any status, any content type with any charset, any ``retry-after`` /
+    ``retry-after-ms`` (NaN, infinities, numbers past a float's range, dates out of
+    range), any other headers (CR and LF in them too): the call ends with a reply,
+    an error one with a message unless the stream could be read, and the key, which
+    the server echoes in its body or headers, appears nowhere in it."""
+    extra = dict(headers)
+    if retry_after is not None:
+        extra["retry-after"] = retry_after
+    if retry_after_ms is not None:
+        extra["retry-after-ms"] = retry_after_ms
+    if body == "stream":
+        content = _body(api, api.streams()[0])
+    elif body == "error":
+        content = b'{"error": {"message": "Rate limit \xc3\xbc", "type": "rate_limit"}}'
+    else:
+        content = json.dumps({"error": {"message": f"bad key {KEY}"}}).encode()
+    response = ScriptedResponse(
+        status=status, body=content, headers=extra, content_type=content_type, pieces=(1, 64)
+    )
+
+    async def main() -> None:
+        async with open_sse_server(response, attrs.evolve(response)) as server:
+            result = await call(
+                api.module.stream,
+                api.model(server.url),
+                opts=options(api_key=KEY, max_retries=1),
+            )
+        check_reply(result.message, result.events)
+        assert KEY not in repr(result.events)
+        assert KEY[:8] not in (result.message.error_message or "")
 
     trio.run(main, clock=io_clock())

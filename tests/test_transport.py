@@ -11,7 +11,9 @@ import datetime
 import email.utils
 import functools
 import json
+import math
 import re
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -20,19 +22,34 @@ import httpx  # noqa: ASYNC127  (the design's client)
 import pytest
 import trio
 import trio.testing
+import trustme
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests._h2_server import H2Response, open_h2_server
+from tests._h2_server import frame as h2_frame
 from tests._providers import Call, call, context, fixture, io_clock, options, server_in_thread
+from tests.test_provider_matrix import APIS as MATRIX_APIS
+from tests.test_provider_matrix import Api as MatrixApi
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
+    TextContent,
     Timeouts,
+    ToolCall,
+    ToolResultMessage,
     UserMessage,
     run_agent_loop,
 )
-from trio_agent.providers import _transport, anthropic, google, openai_chat, openai_responses
+from trio_agent.providers import (
+    _transport,
+    anthropic,
+    google,
+    open_pool,
+    openai_chat,
+    openai_responses,
+)
 from trio_agent.providers._transport import _retry_after, _retry_delay, error_text
 from trio_agent.testing import (
     EventRecorder,
@@ -443,6 +460,14 @@ HEADER_TEXT = st.text(
 )
 
 
+NUMBER_TEXT = (
+    st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "1_0", " 7 "])
+    | st.floats().map(repr)
+    | st.integers(min_value=-(10**400), max_value=10**400).map(str)
+)
+"""What ``float()`` reads: NaN, infinities, numbers past a float's range."""
+
+
 @given(body=ERROR_BODIES)
 @settings(max_examples=150)
 def test_error_text_and_the_retry_hint_take_any_body(body: bytes) -> None:
@@ -450,7 +475,16 @@ def test_error_text_and_the_retry_hint_take_any_body(body: bytes) -> None:
     assert isinstance(text, str)
     assert 0 < len(text) <= 500
     delay = _retry_delay(body.decode("utf-8", errors="replace"))
-    assert delay is None or delay >= 0
+    assert delay is None or delay >= 0  # never NaN
+
+
+@given(delay=NUMBER_TEXT | HEADER_TEXT)
+@example(delay="nan")
+@settings(max_examples=150)
+def test_the_retry_delay_of_a_google_error_body_takes_any_value(delay: str) -> None:
+    body = {"error": {"details": [{"retryDelay": f"{delay}s"}]}}
+    seconds = _retry_delay(json.dumps(body))
+    assert seconds is None or seconds >= 0  # never NaN
 
 
 HTTP_DATES = st.builds(
@@ -462,11 +496,14 @@ HTTP_DATES = st.builds(
 )
 
 
-@given(value=HEADER_TEXT | HTTP_DATES, name=st.sampled_from(["retry-after", "retry-after-ms"]))
+@given(
+    value=HEADER_TEXT | HTTP_DATES | NUMBER_TEXT,
+    name=st.sampled_from(["retry-after", "retry-after-ms"]),
+)
 @settings(max_examples=150)
 def test_the_retry_after_headers_take_any_value(value: str, name: str) -> None:
     delay = _retry_after(httpx.Headers({name.encode(): value.encode("latin-1")}))
-    assert delay is None or delay >= 0
+    assert delay is None or delay >= 0  # never NaN
 
 
 @given(
@@ -642,6 +679,16 @@ def http_date(seconds_from_now: float) -> str:
         ({"retry-after": "soon"}, None),
         ({"retry-after-ms": "1500", "retry-after": "Wed, 21 Oct 2015 07:28:05 GMT"}, 1.5),
         ({"retry-after-ms": "later", "retry-after": "Wed, 21 Oct 2015 07:28:05 GMT"}, 5.0),
+        # float() reads these too: NaN is no number of seconds, an infinity is "never"
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "NaN"}, None),
+        ({"retry-after-ms": "nan", "retry-after": "7"}, 7.0),
+        ({"retry-after": "-inf"}, 0.0),
+        ({"retry-after": "-1e400"}, 0.0),
+        ({"retry-after": "inf"}, math.inf),
+        ({"retry-after": "1e400"}, math.inf),
+        ({"retry-after-ms": "Infinity"}, math.inf),
+        ({"retry-after": "Fri, 31 Dec 99999 23:59:59 GMT"}, None),  # out of range
     ],
 )
 def test_retry_after_is_read_in_seconds_and_as_an_http_date(
@@ -649,6 +696,47 @@ def test_retry_after_is_read_in_seconds_and_as_an_http_date(
 ) -> None:
     now = datetime.datetime(2015, 10, 21, 7, 28, 0, tzinfo=datetime.UTC).timestamp()
     assert _retry_after(httpx.Headers(headers), now=now) == delay
+
+
+@pytest.mark.parametrize(
+    "limited",
+    [
+        error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": "inf"}),
+        error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": "1e400"}),
+        error(429, '{"error": {"message": "Slow down"}}', **{"retry-after-ms": "Infinity"}),
+        error(
+            429,
+            '{"error": {"message": "Slow down", "details": [{"retryDelay": "1e400s"}]}}',
+        ),
+    ],
+    ids=["retry-after inf", "retry-after 1e400", "retry-after-ms Infinity", "retryDelay 1e400s"],
+)
+@pytest.mark.parametrize("max_retry_delay", [60.0, math.inf])
+async def test_a_server_cannot_make_a_retry_wait_forever(
+    clock: Any, limited: ScriptedResponse, max_retry_delay: float
+) -> None:
+    """An infinite wait (``float()`` reads "inf" and "1e400" as one) is refused at once,
+    even when ``max_retry_delay`` bounds nothing."""
+    async with open_sse_server(limited, ScriptedResponse(body=TEXT)) as server:
+        start = trio.current_time()
+        with trio.fail_after(3600):
+            result = await call(
+                openai_chat.stream, model(server.url), opts=options(max_retry_delay=max_retry_delay)
+            )
+    assert trio.current_time() == start
+    assert result.message.error_message == (
+        "HTTP 429 from openai: Slow down (the server asks to wait forever before a retry)"
+    )
+    assert len(server.requests) == 1
+
+
+async def test_a_retry_after_of_nan_is_ignored_for_the_backoff(clock: Any) -> None:
+    limited = error(429, '{"error": {"message": "Slow down"}}', **{"retry-after": "nan"})
+    async with open_sse_server(limited, ScriptedResponse(body=TEXT)) as server:
+        start = trio.current_time()
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.stop_reason == "stop"
+    assert 1.0 <= trio.current_time() - start <= 1.25 + 0.2  # the first backoff, 1 s + jitter
 
 
 async def test_429_is_retried_at_the_http_date_the_server_asks(clock: Any) -> None:
@@ -688,3 +776,199 @@ async def test_a_stream_event_that_never_ends_fails_the_reply_without_holding_it
     error = result.message.error_message or ""
     assert error.startswith("openai sent an event longer than 100,000 characters ("), error
     assert error.endswith(" received without its end)"), error
+
+
+# -- the body is UTF-8, whatever charset the server names --------------------------------
+
+CHARSETS = ["utf-16", "utf-32", "idna", "rot13", "base64", "hex", "x-no-such-charset", "latin-1"]
+"""Charsets a server may name in its content type: SSE and JSON are UTF-8 whatever it
+says, so each of these would decode the body wrongly, or fail to decode it at all."""
+
+
+@pytest.mark.parametrize("api", MATRIX_APIS, ids=lambda api: api.name)
+async def test_a_stream_is_read_as_utf_8_whatever_charset_its_content_type_names(
+    clock: Any, api: MatrixApi
+) -> None:
+    body = fixture(api.name, "text.sse")
+    script = [
+        ScriptedResponse(
+            body=body, pieces=(1, 7), content_type=f"text/event-stream; charset={charset}"
+        )
+        for charset in CHARSETS
+    ]
+    async with open_sse_server(*script) as server:
+        for charset in CHARSETS:
+            result = await call(api.stream, api.make_model(server.url, api.label))
+            message = result.message
+            assert (charset, message.stop_reason, message.text) == (charset, "stop", api.text)
+
+
+@pytest.mark.parametrize("status", [400, 200], ids=["error body", "not a stream"])
+@pytest.mark.parametrize("api", MATRIX_APIS, ids=lambda api: api.name)
+async def test_an_error_body_is_read_as_utf_8_whatever_charset_its_content_type_names(
+    clock: Any, api: MatrixApi, status: int
+) -> None:
+    body, kind = api.error_body(400, "Überlastet ✓")
+    script = [
+        ScriptedResponse(
+            status=status,
+            body=json.dumps(body, ensure_ascii=False).encode(),
+            pieces=(1, 7),
+            content_type=f"application/json; charset={charset}",
+        )
+        for charset in CHARSETS
+    ]
+    if status == 400:
+        expected = f"HTTP 400 from {api.label}: {kind}: Überlastet ✓"
+    else:
+        expected = f"{api.label} answered with application/json, not an event stream: "
+        expected += f"{kind}: Überlastet ✓"
+    async with open_sse_server(*script) as server:
+        for charset in CHARSETS:
+            result = await call(api.stream, api.make_model(server.url, api.label))
+            assert (charset, result.message.error_message) == (charset, expected)
+            assert result.types == ["error"]
+
+
+# -- HTTP/2: what the HTTP stack raises is the server's failure ----------------------------
+
+
+@pytest.fixture(scope="module")
+def h2_tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context that offers only h2 (ALPN), for 127.0.0.1, and a client one that
+    trusts it."""
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    server.set_alpn_protocols(["h2"])
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return server, client
+
+
+SSE_HEAD = [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+READ_FAILURE = "openai sent a response that could not be read: "
+
+
+@pytest.mark.parametrize(
+    ("response", "message"),
+    [
+        (
+            H2Response(headers=[(b":status", b"abc"), *SSE_HEAD[1:]]),
+            "ValueError: invalid literal for int() with base 10: 'abc'",
+        ),
+        (  # the text of the exception quotes the server: the key is removed from it
+            H2Response(headers=[(b":status", b"test-key"), *SSE_HEAD[1:]]),
+            "ValueError: invalid literal for int() with base 10: '***'",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(0, 0, 0, b"xyz")),
+            "h2.exceptions.ProtocolError: Received frame with invalid header: "
+            "Stream ID must be non-zero for DataFrame",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(1, 0x5, 1, b"\x80")),
+            "h2.exceptions.ProtocolError: Error decoding header block: Invalid table index 0",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(8, 0, 0, b"\0\0\0\0")),
+            "h2.exceptions.ProtocolError: Received frame with non-compliant data",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(4, 0, 0, b"\0\4\xff\xff\xff\xff")),
+            "h2.exceptions.InvalidSettingsValueError: Setting 4 has invalid value 4294967295",
+        ),
+        (
+            H2Response(body=TEXT[:AFTER_HELLO], then=h2_frame(6, 0, 0, b"abc")),
+            "h2.exceptions.FrameDataMissingError: Frame data missing or invalid",
+        ),
+    ],
+    ids=[
+        "status abc",
+        "status quoting the key",
+        "DATA on stream 0",
+        "undecodable header block",
+        "WINDOW_UPDATE of 0",
+        "bad SETTINGS value",
+        "PING of 3 bytes",
+    ],
+)
+async def test_an_http2_server_that_breaks_the_protocol_gets_an_error_reply(
+    clock: Any, h2_tls: tuple[ssl.SSLContext, ssl.SSLContext], response: H2Response, message: str
+) -> None:
+    """Over HTTP/2, h2 raises its own exceptions (and httpcore a ``ValueError`` for a
+    status that is not a number) for what a server sends: a malformed head, or a frame
+    after it (sent once the first delta has arrived). Each is an error reply naming the
+    server and the exception, keeping what arrived; the pool serves the next prompt."""
+    server_tls, client_tls = h2_tls
+    after_head = bool(response.then)
+    if after_head:
+        response.resume = trio.Event()
+    resume = response.resume
+
+    async def emit(event: Any) -> None:
+        events.append(event)
+        if event.type == "text_delta" and resume is not None:
+            resume.set()  # the bad frame follows
+
+    events: list[Any] = []
+    async with (
+        open_h2_server(response, H2Response(body=TEXT), ssl_context=server_tls) as server,
+        open_pool(http2=True, verify=client_tls),
+    ):
+        with trio.fail_after(30):
+            reply = await openai_chat.stream(
+                model(server.url), context(), options(max_retries=0), emit
+            )
+            again = await call(openai_chat.stream, model(server.url), opts=options(max_retries=0))
+    assert reply.stop_reason == "error"
+    assert reply.error_message == READ_FAILURE + message
+    assert reply.text == ("Hello" if after_head else "")
+    assert "test-key" not in repr(events)
+    assert events[-1].type == "error"
+    assert again.message.stop_reason == "stop"
+    assert len(server.requests) == 2
+
+
+# -- the request body is always sent -------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+@pytest.mark.parametrize("api", MATRIX_APIS, ids=lambda api: api.name)
+async def test_a_transcript_that_json_cannot_encode_is_sent_repaired(
+    clock: Any, api: MatrixApi
+) -> None:
+    """Lone surrogates (from a tool's result, a loaded transcript) cannot be encoded in
+    UTF-8, and NaN or an infinity (a model may write them in arguments: jiter reads
+    them) is not JSON. The request goes out all the same: a lone surrogate as U+FFFD (a
+    surrogate pair as the character it stands for), a number that is not finite as
+    null, as JavaScript's ``JSON.stringify`` writes it."""
+    model_ = api.make_model("http://127.0.0.1:1", api.label)
+    call_ = ToolCall("call_1", "echo", {"value": "x \udc00", "n": math.nan, "big": -math.inf})
+    transcript = [
+        UserMessage.text("lone \ud800 high, lone \udfff low, a pair \ud83d\ude00"),
+        AssistantMessage(
+            content=[call_],
+            api=model_.api,
+            provider=model_.provider,
+            model=model_.id,
+            stop_reason="toolUse",
+        ),
+        ToolResultMessage(
+            tool_call_id="call_1", tool_name="echo", content=[TextContent("result \ud800")]
+        ),
+    ]
+    answer = ScriptedResponse(body=fixture(api.name, api.answer_fixture), pieces=(1, 7))
+    async with open_sse_server(answer) as server:
+        result = await call(
+            api.stream, api.make_model(server.url, api.label), ctx=context(*transcript)
+        )
+    assert (result.message.stop_reason, result.message.text) == ("stop", api.answer)
+    (request,) = server.requests
+    text = request.body.decode("utf-8")  # strict: valid UTF-8
+    json.loads(text, parse_constant=_refuse_constant)  # strict: no NaN, no Infinity
+    assert "lone \ufffd high, lone \ufffd low, a pair 😀" in text
+    assert "result \ufffd" in text

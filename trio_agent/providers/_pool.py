@@ -4,9 +4,14 @@ By default every provider sends through one pool per Trio run — one
 ``httpx.AsyncClient``, made the first time a request needs it in a
 ``trio.run`` and closed when that ``trio.run`` ends (a Trio system task owns
 it): a chat of a hundred prompts keeps one keep-alive connection per host,
-and a server running a thousand agents shares one bounded pool. A pool is
-never used from another Trio run. An aborted or cancelled run closes its own
-response, not the pool.
+and a server running a thousand agents shares one bounded pool. An aborted
+or cancelled run closes its own response, not the pool.
+
+A pool is only ever used by the Trio run it belongs to: its connections and
+the locks that share them are that run's. A ``trio.run`` started in a worker
+thread (a sync tool that runs an agent of its own does this) inherits a copy
+of its starter's context, :func:`open_pool` block included; it does not use
+that block's pool, but a pool of its own run.
 
 :func:`open_pool` scopes a pool to a block instead, with its own limits::
 
@@ -100,18 +105,21 @@ class Pool:
             await self.client.aclose()
 
 
-_scoped: contextvars.ContextVar[Pool | None] = contextvars.ContextVar(
-    "trio_agent_pool", default=None
+_scoped: contextvars.ContextVar[tuple[Pool, trio.lowlevel.Task | None] | None] = (
+    contextvars.ContextVar("trio_agent_pool", default=None)
 )
+"""The innermost :func:`open_pool` block's pool, and the root task of the Trio run it
+belongs to (a worker thread's ``trio.run`` inherits the variable, not the run)."""
 _of_the_run: trio.lowlevel.RunVar[Pool] = trio.lowlevel.RunVar("trio_agent_run_pool")
 
 
 def current_pool() -> Pool:
-    """The pool a request made now goes through: the innermost :func:`open_pool` block's,
-    else the Trio run's (made now if need be). Must be called in a Trio run."""
+    """The pool a request made now goes through: the innermost :func:`open_pool` block's
+    of this Trio run, else the Trio run's (made now if need be). Must be called in a
+    Trio run."""
     scoped = _scoped.get()
-    if scoped is not None:
-        return scoped
+    if scoped is not None and scoped[1] is trio.lowlevel.current_root_task():
+        return scoped[0]
     try:
         return _of_the_run.get()
     except LookupError:
@@ -143,11 +151,14 @@ async def open_pool(
     """A pool for the requests made in this block (and in tasks started in it), closed
     when the block exits: its connections, not the responses of runs still streaming
     through it, which the block must outlive. See :class:`Pool` for the arguments.
+
+    Only this Trio run uses it: a ``trio.run`` in a worker thread started here uses
+    a pool of its own run.
     """
     pool = Pool(
         max_connections=max_connections, max_keepalive=max_keepalive, http2=http2, verify=verify
     )
-    token = _scoped.set(pool)
+    token = _scoped.set((pool, trio.lowlevel.current_root_task()))
     try:
         yield pool
     finally:

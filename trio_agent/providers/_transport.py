@@ -14,12 +14,29 @@ stream of server-sent events, after it
 
 Every failure of the network or the server is a :class:`ProviderFailure`
 with a sentence that says what happened; the provider turns it into an error
-reply. Time limits: ``connect`` (httpx), ``first_byte`` (until the response
-head) and ``idle`` (for each read of the body).
+reply. That includes whatever the HTTP stack raises while it reads a server's
+bytes, not only httpx's errors: over HTTP/2, h2 raises its own exceptions
+for a frame that breaks the protocol after the response head (DATA on stream
+0, a header block that cannot be decoded, a WINDOW_UPDATE of 0), and
+httpcore a ``ValueError`` for a ``:status`` that is not a number; each is a
+failure naming the server, the exception's type and its text (without the
+key, cut short). Cancellation and ``KeyboardInterrupt`` pass through.
 
-What a server sends is not trusted. A body that is not a stream is read up
-to 64 KiB (enough for any error message: a gigabyte of it costs no more
-memory) and for at most 10 s; its JSON is parsed with jiter, which refuses
+Time limits: ``connect`` (httpx), ``first_byte`` (until the response head)
+and ``idle`` (for each read of the body).
+
+A request's body can always be encoded: its JSON is encoded as httpx would,
+and if that fails — a lone surrogate in a tool's result or a loaded transcript,
+NaN in a model's arguments — a lone surrogate becomes U+FFFD and a number
+that is not finite ``null`` (:func:`_encoded`), rather than the run raising.
+
+What a server sends is not trusted. A body is decoded as UTF-8 (an invalid
+byte becomes U+FFFD), whatever charset its content type names: an event
+stream is UTF-8 by the SSE specification and a JSON body by RFC 8259, and a
+server's ``charset=utf-16`` (or ``rot13``, or a name no codec has) must
+neither fail the read nor garble the text. A body that is not a stream is
+read up to 64 KiB (enough for any error message: a gigabyte of it costs no
+more memory) and for at most 10 s; its JSON is parsed with jiter, which refuses
 nesting deeper than 200 levels with a ``ValueError`` where ``json.loads``
 would raise ``RecursionError``; whatever the body holds, the result is a
 sentence. Server text in a message (an error body, a header, what the HTTP
@@ -38,9 +55,11 @@ provider its own client, whose life it owns.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import datetime
 import email.utils
+import json
 import math
 import random
 import time
@@ -78,6 +97,8 @@ _DRAIN_TIME = 1.0
 """Seconds given to reading them."""
 _TEXT_LIMIT = 500
 """Characters of server text (an error message, a quoted header) in a failure's message."""
+
+_Utf8Decoder = codecs.getincrementaldecoder("utf-8")
 
 SECRET_FRAGMENT = 4
 """The shortest piece of a cut secret that :func:`redact` removes (see there)."""
@@ -170,18 +191,30 @@ def _retry_after(headers: httpx.Headers, now: float | None = None) -> float | No
     A date is wall-clock time, so it is counted from ``now``, the wall clock's
     time (``time.time()`` unless given), not from Trio's clock, which need not
     be the wall clock (a ``MockClock`` in tests). A date in the past is 0 s.
+    What ``float()`` reads is read: "nan" is no number of seconds (ignored, as
+    any text that is not one), "inf" or "1e400" an infinite wait, which
+    :meth:`Transport.open` refuses.
     """
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
-        try:
-            return max(0.0, float(value) * scale)
-        except ValueError:
-            pass
+        seconds = _seconds(value)
+        if seconds is not None:
+            return seconds * scale
         if name == "retry-after":
             return _until(value, time.time() if now is None else now)
     return None
+
+
+def _seconds(text: str) -> float | None:
+    """The number of seconds ``text`` says, at least 0 (maybe infinite); None if it is not
+    a number (NaN is not)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(seconds) else max(0.0, seconds)
 
 
 def _until(value: str, now: float) -> float | None:
@@ -203,10 +236,7 @@ def _retry_delay(body: str) -> float | None:
     for detail in details if isinstance(details, list) else ():
         delay = detail.get("retryDelay") if isinstance(detail, dict) else None
         if isinstance(delay, str) and delay.endswith("s"):
-            try:
-                return max(0.0, float(delay[:-1]))
-            except ValueError:
-                return None
+            return _seconds(delay[:-1])
     return None
 
 
@@ -305,7 +335,12 @@ class SseStream:
         self._secrets = secrets
         if idle is not None and isinstance(response.stream, httpx.AsyncByteStream):
             response.stream = _IdleLimited(response.stream, idle)
-        self._texts = response.aiter_text()
+        # Bytes, decoded here as UTF-8 whatever charset the content type names: SSE is
+        # UTF-8 by its specification, JSON by RFC 8259, and httpx's ``aiter_text`` would
+        # decode with the server's charset (utf-16 without a BOM raises, rot13 and base64
+        # are not text codecs, latin-1 garbles). Invalid bytes become U+FFFD.
+        self._chunks = response.aiter_bytes()
+        self._utf8 = _Utf8Decoder(errors="replace")
         self._decoder: SseDecoder | None = SseDecoder(MAX_EVENT_CHARS)
 
     async def read(self) -> list[SseEvent] | None:
@@ -342,11 +377,12 @@ class SseStream:
         return "".join(pieces)[:limit]
 
     async def _next_text(self) -> str | None:
-        """The text of the next read of the body, or None at its end."""
+        """The text of the next read of the body (maybe empty: a character cut by the
+        read waits for its other bytes), or None at its end."""
         try:
-            return await self._texts.__anext__()
+            return self._utf8.decode(await self._chunks.__anext__())
         except StopAsyncIteration:
-            return None
+            return self._utf8.decode(b"", True) or None  # a character cut at the end: U+FFFD
         except trio.TooSlowError:
             raise ProviderFailure(
                 f"{self._name} sent nothing for {self._idle:g} s (idle timeout)"
@@ -355,6 +391,8 @@ class SseStream:
             raise ProviderFailure(
                 f"connection to {self._name} lost: {_describe(exc, self._secrets)}"
             ) from None
+        except Exception as exc:  # the HTTP stack's own (h2's), reading the server's bytes
+            raise _malformed(self._name, exc, self._secrets) from None
 
     async def drain(self) -> None:
         """Read what is left of a response that is done (its last bytes), so that its
@@ -390,7 +428,7 @@ class SseStream:
         await self._response.aclose()
         try:
             while True:
-                await self._texts.__anext__()
+                await self._chunks.__anext__()
         except (Exception, StopAsyncIteration):
             pass
 
@@ -412,6 +450,65 @@ def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
         text = str(cause)
         cause = cause.__cause__ or cause.__context__
     return _clip(text, secrets) or type(exc).__name__
+
+
+def _malformed(name: str, exc: Exception, secrets: tuple[str, ...]) -> ProviderFailure:
+    """The failure that an exception of the HTTP stack other than an httpx error stands
+    for: h2's own exceptions (a frame that breaks the protocol after the response head),
+    a ``ValueError`` for an HTTP/2 ``:status`` that is not a number. Whatever the HTTP
+    stack raises while it reads a server's bytes is the server's failure.
+
+    Told by the exception's type and its text (which may quote the server: the key is
+    removed, then the text is cut). Not retried: a server that breaks the protocol once
+    is not known to do better the next time.
+    """
+    kind = type(exc)
+    named = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    text = _clip(str(exc), secrets)
+    return ProviderFailure(
+        f"{name} sent a response that could not be read: {named}: {text}"
+        if text
+        else f"{name} sent a response that could not be read: {named}"
+    )
+
+
+def _encoded(body: Any) -> bytes:
+    """The JSON of a request body in UTF-8, as httpx writes it (compact, not ASCII-escaped).
+
+    Always: a value JSON cannot carry is repaired, not refused, for a transcript may
+    hold one that no one chose — a lone surrogate (``"\\ud800"``, from a tool's
+    result or a loaded transcript: UTF-8 has no encoding for it), or NaN or an
+    infinity (jiter reads them in a model's arguments; JSON has no such numbers).
+    The body is encoded as it is first, and repaired (:func:`_encodable`) only if
+    that fails: nothing is walked for a body that encodes.
+    """
+    try:
+        return _dumps(body).encode("utf-8")
+    except ValueError:  # UnicodeEncodeError (a lone surrogate), or a number not finite
+        return _dumps(_encodable(body)).encode("utf-8")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every string's lone surrogates as U+FFFD (a surrogate pair, as the
+    character it stands for) and every float that is not finite as None, which is what
+    JavaScript's ``JSON.stringify`` makes of NaN and the infinities."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return value
 
 
 def _backoff(attempt: int) -> float:
@@ -449,10 +546,11 @@ class Transport:
         transport's). Raises :class:`ProviderFailure`.
         """
         secrets = tuple(secret for secret in secrets if secret)
+        content = _encoded(request.body)
         attempt = 0
         while True:
             try:
-                return await self._open_once(request, options, name or self.name, secrets)
+                return await self._open_once(request, content, options, name or self.name, secrets)
             except ProviderFailure as failure:
                 failure.args = (redact(str(failure), secrets),)
                 if not failure.retryable or attempt >= options.max_retries:
@@ -460,7 +558,11 @@ class Transport:
                 delay = (
                     failure.retry_after if failure.retry_after is not None else _backoff(attempt)
                 )
-                if delay > options.max_retry_delay:
+                if math.isinf(delay):  # a server's "inf" or "1e400": whatever the limit
+                    raise ProviderFailure(
+                        f"{failure} (the server asks to wait forever before a retry)"
+                    ) from None
+                if not delay <= options.max_retry_delay:  # (a NaN limit allows no wait)
                     raise ProviderFailure(
                         f"{failure} (the server asks to retry in {delay:g} s, more than "
                         f"max_retry_delay={options.max_retry_delay:g})"
@@ -469,7 +571,12 @@ class Transport:
                 attempt += 1
 
     async def _open_once(
-        self, request: HttpRequest, options: StreamOptions, name: str, secrets: tuple[str, ...]
+        self,
+        request: HttpRequest,
+        content: bytes,
+        options: StreamOptions,
+        name: str,
+        secrets: tuple[str, ...],
     ) -> _Opened:
         timeouts = options.timeouts
         client = self._client()
@@ -480,10 +587,12 @@ class Transport:
             "POST",
             request.url,
             headers={"accept": "text/event-stream", **request.headers},
-            json=request.body,
+            content=content,
             timeout=httpx.Timeout(timeouts.connect, read=None, write=timeouts.connect, pool=None),
         )
-        built.stream = _Body(built.content)
+        if "content-type" not in built.headers:
+            built.headers["Content-Type"] = "application/json"
+        built.stream = _Body(content)
         first_byte = timeouts.first_byte if timeouts.first_byte is not None else float("inf")
         # The first-byte limit runs from the moment the request is sent (httpcore's trace
         # says when), not while it waits for a connection. An application's own client,
@@ -509,6 +618,8 @@ class Transport:
             raise ProviderFailure(
                 f"could not reach {name}: {_describe(exc, secrets)}", retryable=True
             ) from None
+        except Exception as exc:  # the HTTP stack's own, reading the response head
+            raise _malformed(name, exc, secrets) from None
         if response is None:  # the deadline cancelled the send
             raise ProviderFailure(
                 f"no response from {name} within {first_byte:g} s (first-byte timeout)",
