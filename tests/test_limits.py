@@ -141,6 +141,20 @@ async def test_a_call_within_its_limit_is_unaffected(autojump_clock: trio.abc.Cl
     assert results(messages) == [("t1", "fetch:t1", False), ("t2", "fetch:t2", False)]
 
 
+@pytest.mark.parametrize("limit", [30, 0.05])
+async def test_a_call_just_within_its_limit_finishes_and_one_just_past_it_does_not(
+    autojump_clock: trio.abc.Clock, limit: float
+) -> None:
+    within, past = limit * 0.999, limit * 1.001
+    messages, _, _ = await run(
+        [calls(("t1", within), ("t2", past)), "done"], [slow(time_limit=limit)]
+    )
+    assert results(messages) == [
+        ("t1", "fetch:t1", False),
+        ("t2", f"Tool 'fetch' did not finish within {limit:g} s", True),
+    ]
+
+
 async def test_the_runs_default_applies_to_a_tool_without_a_limit(
     autojump_clock: trio.abc.Clock,
 ) -> None:
