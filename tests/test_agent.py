@@ -536,6 +536,37 @@ async def test_a_failing_listener_fails_the_run_and_its_error_is_reraised(kind: 
     check_transcript(state.messages)
 
 
+async def test_a_listener_failing_mid_stream_gives_one_turn_with_one_error_reply() -> None:
+    """The reply that was streaming becomes the error reply, with what had streamed: the
+    run owes no turn of its own after it, nor a second reply naming the failure."""
+    agent = Agent(faux.model([faux.reply("one two three four", chunk_size=4), "never"]))
+    recorder = EventRecorder()
+    updates = 0
+
+    async def listener(event: AgentEvent) -> None:
+        nonlocal updates
+        if event.type == "message_update" and not recorder.of("agent_end"):
+            updates += 1
+            if updates == 3:
+                raise Boom("listener broke")
+
+    agent.subscribe(recorder)
+    agent.subscribe(listener)
+    with pytest.raises(Boom):
+        await agent.prompt("go")
+    check_event_grammar(recorder.events)
+    assert recorder.types.count("turn_start") == recorder.types.count("turn_end") == 1
+    assert recorder.types[-3:] == ["message_end", "turn_end", "agent_end"]
+    replies = [m for m in agent.state.messages if isinstance(m, AssistantMessage)]
+    assert [(r.stop_reason, r.error_message) for r in replies] == [
+        ("error", "Boom: listener broke")
+    ]
+    assert texts(replies) == ["one two "]  # what had streamed when the listener raised
+    assert agent.state.messages == [*recorder.of("agent_end")[0].messages]
+    assert [m.role for m in agent.state.messages] == ["user", "assistant"]
+    check_transcript(agent.state.messages)
+
+
 @pytest.mark.parametrize("emit_start", [True, False])
 async def test_a_listener_failing_on_an_error_reply_is_still_named_in_the_transcript(
     emit_start: bool,

@@ -188,7 +188,7 @@ async def test_a_listing_of_long_names_is_cut_at_max_output_chars(tmp_path: Path
         (root / f"{number:03}{'n' * 240}").touch()
     text, failed = await call_tool(tools_in(root), "list_files")
     assert not failed
-    assert len(text) <= MAX_OUTPUT_CHARS + 200
+    assert len(text) <= MAX_OUTPUT_CHARS
     shown = len(text.splitlines()) - 1
     assert shown < 400
     assert text.splitlines()[-1].startswith(f"[... {shown} of the 400 entries of . shown")
@@ -204,7 +204,7 @@ async def test_search_results_are_cut_at_max_output_chars(tmp_path: Path) -> Non
         (folder / f"{number:02}.txt").write_text(f"match {'x' * 300}\n" * 2)
     text, failed = await call_tool(tools_in(root), "search_files", pattern="match")
     assert not failed
-    assert len(text) <= MAX_OUTPUT_CHARS + 200
+    assert len(text) <= MAX_OUTPUT_CHARS
     assert text.endswith(f"[... cut at {MAX_OUTPUT_CHARS:,} characters: narrow the search]")
 
 
@@ -277,8 +277,9 @@ async def test_read_file_cuts_a_huge_line(tmp_path: Path) -> None:
     text, failed = await call_tool(tools_in(root), "read_file", path="data.json")
     assert not failed
     first, second = text.splitlines()
-    assert first == "[" + "1," * 999 + "1 [... line 1 cut: 200,003 characters]"
-    assert len(first) < MAX_LINE_CHARS + 50
+    note = " [... line 1 cut: 200,003 characters]"
+    assert first == ("[" + "1," * 1000)[: MAX_LINE_CHARS - len(note)] + note
+    assert len(first) == MAX_LINE_CHARS
     assert second == "end"
 
 
@@ -288,8 +289,216 @@ async def test_read_file_cuts_its_result_at_max_output_chars(tmp_path: Path) -> 
     (root / "wide.txt").write_text(("w" * 1000 + "\n") * 200)
     text, failed = await call_tool(tools_in(root), "read_file", path="wide.txt")
     assert not failed
-    assert len(text) <= MAX_OUTPUT_CHARS + 100
+    assert len(text) <= MAX_OUTPUT_CHARS
     assert text.splitlines()[-1] == "[... lines 1-49 of 200; read on with offset=50]"
+
+
+# --- each bound, at it and one past it -----------------------------------------------------------
+
+
+def test_the_bounds_are_the_numbers_the_readme_states() -> None:
+    """README.md ("The command line") and the tools' descriptions state these numbers."""
+    assert (MAX_OUTPUT_CHARS, MAX_ENTRIES, MAX_LINES, MAX_LINE_CHARS) == (50_000, 1000, 2000, 2000)
+    assert (_files.MAX_READ_BYTES, _files.MAX_SEARCH_LINE_BYTES) == (1_000_000, 10_000)
+    assert (_files.MAX_MATCHES, _files.MAX_SEARCH_FILES) == (100, 10_000)
+    assert (_files.MAX_SEARCH_BYTES, _confine.MAX_WALK_ENTRIES) == (20_000_000, 1_000_000)
+    assert _files.MAX_PATTERN_CHARS == 1000
+
+
+def read_note(first: int, last: int, total: int) -> str:
+    return f"[... lines {first}-{last} of {total}; read on with offset={last + 1}]"
+
+
+async def read_whole(root: Path, lines: list[str], **arguments: Any) -> str:
+    (root / "f.txt").write_text("".join(line + "\n" for line in lines))
+    text, failed = await call_tool(tools_in(root), "read_file", path="f.txt", **arguments)
+    assert not failed, text
+    return text
+
+
+async def test_a_read_of_exactly_max_output_chars_is_whole_and_one_more_is_cut(
+    tmp_path: Path,
+) -> None:
+    lines = ["w" * 1999] * 23 + ["w" * 2000, "w" * 1999]
+    assert len("\n".join(lines)) == MAX_OUTPUT_CHARS
+    assert await read_whole(tmp_path, lines) == "\n".join(lines)
+    lines[-1] += "w"
+    text = await read_whole(tmp_path, lines)
+    assert text == "\n".join([*lines[:24], read_note(1, 24, 25)])
+    assert len(text) <= MAX_OUTPUT_CHARS
+
+
+async def test_the_note_that_ends_a_read_fits_within_max_output_chars(tmp_path: Path) -> None:
+    """25 lines fill all but 10 characters: the note takes the 25th line's place."""
+    lines = ["w" * 1999] * 24 + ["w" * 1990, "w" * 100]
+    assert len("\n".join(lines[:25])) == MAX_OUTPUT_CHARS - 10
+    text = await read_whole(tmp_path, lines)
+    assert text == "\n".join([*lines[:24], read_note(1, 24, 26)])
+    assert len(text) <= MAX_OUTPUT_CHARS
+
+
+async def test_a_line_of_max_line_chars_is_whole_and_one_more_is_cut_to_it(
+    tmp_path: Path,
+) -> None:
+    text = await read_whole(tmp_path, ["a" * MAX_LINE_CHARS, "b" * (MAX_LINE_CHARS + 1)])
+    first, second = text.split("\n")
+    assert first == "a" * MAX_LINE_CHARS
+    note = " [... line 2 cut: 2,001 characters]"
+    assert second == "b" * (MAX_LINE_CHARS - len(note)) + note
+    assert len(second) == MAX_LINE_CHARS
+
+
+async def test_a_read_of_max_lines_is_whole_and_one_more_is_cut(tmp_path: Path) -> None:
+    lines = [f"line {n}" for n in range(1, MAX_LINES + 1)]
+    assert await read_whole(tmp_path, lines) == "\n".join(lines)
+    text = await read_whole(tmp_path, [*lines, "one more"])
+    assert text == "\n".join([*lines, read_note(1, MAX_LINES, MAX_LINES + 1)])
+
+
+async def test_a_read_sees_the_first_max_read_bytes_and_says_when_there_is_more(
+    tmp_path: Path,
+) -> None:
+    lines = ["r" * 999] * (_files.MAX_READ_BYTES // 1000)
+    assert await read_whole(tmp_path, lines, offset=1000) == "r" * 999
+    with (tmp_path / "f.txt").open("a") as file:
+        file.write("x")  # byte 1,000,001: not seen
+    text, failed = await call_tool(tools_in(tmp_path), "read_file", path="f.txt", offset=1000)
+    assert (text, failed) == (
+        "r" * 999 + "\n\n[... f.txt is longer than 1,000,000 bytes: the rest cannot be read]",
+        False,
+    )
+
+
+async def list_of(root: Path) -> str:
+    text, failed = await call_tool(tools_in(root), "list_files")
+    assert not failed, text
+    return text
+
+
+def list_note(shown: int, total: int) -> str:
+    return (
+        f"[... {shown:,} of the {total:,} entries of . shown: list a sub-folder, "
+        "or find files with search_files]"
+    )
+
+
+async def test_a_listing_of_max_entries_is_whole_and_one_more_is_cut(tmp_path: Path) -> None:
+    names = [f"f{number:04}" for number in range(MAX_ENTRIES)]
+    for name in names:
+        (tmp_path / name).touch()
+    assert await list_of(tmp_path) == "\n".join(names)
+    (tmp_path / "z").touch()
+    assert await list_of(tmp_path) == "\n".join([*names, list_note(MAX_ENTRIES, 1001)])
+
+
+async def test_a_listing_of_exactly_max_output_chars_is_whole_and_one_more_is_cut(
+    tmp_path: Path,
+) -> None:
+    names = [f"{number:03}" + "n" * 246 for number in range(199)] + ["199" + "n" * 247]
+    assert len("\n".join(names)) == MAX_OUTPUT_CHARS
+    for name in names:
+        (tmp_path / name).touch()
+    assert await list_of(tmp_path) == "\n".join(names)
+    (tmp_path / "z").touch()
+    text = await list_of(tmp_path)
+    assert text == "\n".join([*names[:199], list_note(199, 201)])
+    assert len(text) <= MAX_OUTPUT_CHARS
+
+
+async def search(root: Path, pattern: str) -> str:
+    text, failed = await call_tool(tools_in(root), "search_files", pattern=pattern)
+    assert not failed, text
+    return text
+
+
+async def test_a_search_of_max_matches_is_whole_and_one_more_says_it_stopped(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f.txt").write_text("hit\n" * _files.MAX_MATCHES)
+    hits = [f"f.txt:{n}: hit" for n in range(1, _files.MAX_MATCHES + 1)]
+    assert await search(tmp_path, "hit") == "\n".join(hits)
+    (tmp_path / "f.txt").write_text("hit\n" * (_files.MAX_MATCHES + 1))
+    assert await search(tmp_path, "hit") == "\n".join(
+        [*hits, "[... stopped at 100 matches: narrow the search]"]
+    )
+
+
+async def test_a_search_of_exactly_max_output_chars_is_whole_and_one_more_is_cut(
+    tmp_path: Path,
+) -> None:
+    """100 matches of 499 characters (the paths are long) and newlines: 50,000."""
+    folder = tmp_path / ("a" * 200) / ("b" * 200)
+    folder.mkdir(parents=True)
+    names = [f"{number:02}" + "f" * 86 for number in range(99)] + ["99" + "f" * 87]
+    for name in names:
+        (folder / name).write_text("match\n")
+    expected = "\n".join(f"{'a' * 200}/{'b' * 200}/{name}:1: match" for name in names)
+    assert len(expected) == MAX_OUTPUT_CHARS
+    assert await search(tmp_path, "match") == expected
+    (folder / names[-1]).rename(folder / (names[-1] + "f"))
+    text = await search(tmp_path, "match")
+    *shown, note = text.split("\n")
+    assert shown == expected.split("\n")[:99]
+    assert note == f"[... cut at {MAX_OUTPUT_CHARS:,} characters: narrow the search]"
+    assert len(text) <= MAX_OUTPUT_CHARS
+
+
+async def test_a_search_matches_each_line_up_to_max_search_line_bytes(tmp_path: Path) -> None:
+    """A match that ends at the 10,000th byte of its line is found; one byte later, not."""
+    (tmp_path / "at.txt").write_text("a" * (_files.MAX_SEARCH_LINE_BYTES - 6) + "needle\n")
+    (tmp_path / "past.txt").write_text("a" * (_files.MAX_SEARCH_LINE_BYTES - 5) + "needle\n")
+    assert (await search(tmp_path, "needle")).startswith("at.txt:1: …aaa")
+    assert "past.txt" not in await search(tmp_path, "needle")
+
+
+async def test_a_search_sees_each_file_up_to_max_read_bytes(tmp_path: Path) -> None:
+    """A match that ends at a file's 1,000,000th byte is found; one byte later, not."""
+    filler = ("r" * 999 + "\n") * (_files.MAX_READ_BYTES // 1000 - 1)
+    (tmp_path / "at.txt").write_text(filler + "r" * 994 + "needle")
+    (tmp_path / "past.txt").write_text(filler + "r" * 995 + "needle")
+    assert (tmp_path / "at.txt").stat().st_size == _files.MAX_READ_BYTES
+    text = await search(tmp_path, "needle")
+    assert text.startswith("at.txt:1000: ")
+    assert "past.txt" not in text
+
+
+@pytest.mark.parametrize(("bound", "step"), [("MAX_SEARCH_FILES", 1), ("MAX_SEARCH_BYTES", 4)])
+async def test_a_search_of_exactly_its_files_and_bytes_is_whole_and_one_more_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: str, step: int
+) -> None:
+    """(With the bound lowered to 3 files, or to 12 bytes: files of 4 bytes each.)"""
+    monkeypatch.setattr(_files, bound, 3 * step)
+    for number in range(3):
+        (tmp_path / f"{number}.txt").write_text("hit\n")
+    hits = "0.txt:1: hit\n1.txt:1: hit\n2.txt:1: hit"
+    assert await search(tmp_path, "hit") == hits
+    (tmp_path / "3.txt").write_text("hit\n")
+    assert await search(tmp_path, "hit") == (
+        f"{hits}\n[... stopped after 3 files and 12 bytes, as far as one search goes: "
+        "search a sub-folder]"
+    )
+
+
+async def test_a_walk_of_exactly_max_walk_entries_is_whole_and_one_more_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(With the bound lowered to 5 entries.)"""
+    monkeypatch.setattr(_confine, "MAX_WALK_ENTRIES", 5)
+    for number in range(5):
+        (tmp_path / f"{number}.txt").write_text("hit\n")
+    hits = "\n".join(f"{number}.txt:1: hit" for number in range(5))
+    assert await search(tmp_path, "hit") == hits
+    (tmp_path / "empty").mkdir()
+    assert await search(tmp_path, "hit") == (
+        "[... stopped after looking at 5 entries of folders, as far as one search goes: "
+        "search a sub-folder]"
+    )
+
+
+async def test_a_pattern_of_max_pattern_chars_is_taken(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("x" * _files.MAX_PATTERN_CHARS + "\n")
+    text = await search(tmp_path, "x" * _files.MAX_PATTERN_CHARS)
+    assert text.startswith("f.txt:1: ")
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from trio_agent import (
 )
 from trio_agent.providers import faux
 from trio_agent.testing import EventRecorder, check_event_grammar, check_transcript
+from trio_agent.testing.strategies import Scenario
 
 ABORTED = "Operation aborted"
 
@@ -140,6 +141,20 @@ async def test_a_call_within_its_limit_is_unaffected(autojump_clock: trio.abc.Cl
     assert results(messages) == [("t1", "fetch:t1", False), ("t2", "fetch:t2", False)]
 
 
+@pytest.mark.parametrize("limit", [30, 0.05])
+async def test_a_call_just_within_its_limit_finishes_and_one_just_past_it_does_not(
+    autojump_clock: trio.abc.Clock, limit: float
+) -> None:
+    within, past = limit * 0.999, limit * 1.001
+    messages, _, _ = await run(
+        [calls(("t1", within), ("t2", past)), "done"], [slow(time_limit=limit)]
+    )
+    assert results(messages) == [
+        ("t1", "fetch:t1", False),
+        ("t2", f"Tool 'fetch' did not finish within {limit:g} s", True),
+    ]
+
+
 async def test_the_runs_default_applies_to_a_tool_without_a_limit(
     autojump_clock: trio.abc.Clock,
 ) -> None:
@@ -191,14 +206,58 @@ async def test_an_abort_during_a_limited_call_is_an_abort(
     assert len(model.calls) == 1
 
 
-@pytest.mark.parametrize("bad", [0, -1, math.inf, math.nan, "30", True])
+NOT_A_TIME_LIMIT = [0, -1, -0.0, math.inf, -math.inf, math.nan, "30", True, False, [30]]
+TOO_LARGE = [  # ints no float can hold
+    pytest.param(10**400, id="10**400"),
+    pytest.param(-(10**400), id="-10**400"),
+    pytest.param(2**1024, id="2**1024"),
+]
+SECONDS = "must be a positive finite number of seconds or None, not "
+
+
+def shown(bad: Any) -> str:
+    """How the error shows ``bad``."""
+    if isinstance(bad, int) and abs(bad) >= 2**1024:
+        return f"an int of {bad.bit_length()} bits (too large for a float)"
+    return repr(bad)
+
+
+@pytest.mark.parametrize("bad", NOT_A_TIME_LIMIT + TOO_LARGE)
 def test_a_time_limit_must_be_a_positive_finite_number(bad: Any) -> None:
-    with pytest.raises(ValueError, match=r"'fetch'.*time_limit") as info:
+    """Every place a time limit is given refuses it with the same error, never another."""
+    with pytest.raises(ToolDefinitionError) as info:
         slow(time_limit=bad)
-    assert isinstance(info.value, ToolDefinitionError)
-    assert repr(bad) in str(info.value)
-    with pytest.raises(ValueError, match="tool_time_limit"):
-        AgentLoopConfig(model=faux.model([]), tool_time_limit=bad)
+    assert str(info.value) == f"tool 'fetch': time_limit {SECONDS}{shown(bad)}"
+
+    async def fetch() -> str:
+        """Fetch."""
+        return "ok"
+
+    with pytest.raises(ToolDefinitionError) as info:
+        tool(time_limit=bad)(fetch)
+    assert str(info.value) == f"tool 'fetch': time_limit {SECONDS}{shown(bad)}"
+
+    for make in (AgentLoopConfig, Agent, Scenario):
+        options = {"replies": ()} if make is Scenario else {"model": faux.model([])}
+        with pytest.raises(ValueError, match=r"^tool_time_limit ") as failure:
+            make(**options, tool_time_limit=bad)
+        assert type(failure.value) is ValueError
+        assert str(failure.value) == f"tool_time_limit {SECONDS}{shown(bad)}"
+
+
+@pytest.mark.parametrize(
+    "good", [1, 0.001, 5e-324, pytest.param(10**300, id="10**300"), 1.7976931348623157e308]
+)
+def test_any_positive_finite_number_is_a_time_limit(good: float) -> None:
+    """The largest float and the ints a float holds are limits (no call waits that long)."""
+    assert slow(time_limit=good).time_limit == good
+    assert AgentLoopConfig(model=faux.model([]), tool_time_limit=good).tool_time_limit == good
+    assert Scenario(replies=(), tool_time_limit=good).tool_time_limit == good
+
+
+async def test_a_huge_time_limit_lets_a_call_finish(autojump_clock: trio.abc.Clock) -> None:
+    messages, _, _ = await run([calls(("t1", 1)), "done"], [slow(time_limit=10**300)])
+    assert results(messages) == [("t1", "fetch:t1", False)]
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, "2", True])

@@ -16,10 +16,20 @@ from trio_agent import (
     AgentLoopConfig,
     AgentMessage,
     AssistantMessage,
+    AssistantMessageEvent,
     Message,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
     NextTurn,
+    StreamDone,
+    StreamError,
     StreamOptions,
+    StreamStart,
     TextContent,
+    TextDelta,
+    TextEnd,
+    TextStart,
     ToolResultMessage,
     TurnContext,
     UnknownApiError,
@@ -493,6 +503,74 @@ async def test_a_stream_function_may_return_without_a_terminal_event() -> None:
     )
     assert messages[-1] is reply
     check_event_grammar(recorder.events)
+
+
+# A stream function that breaks the protocol of stream events: what it emits out of place is
+# not passed on. Its reply is one message_start, the updates of its well-placed block
+# events, one message_end; never an update outside them.
+
+_EMPTY = AssistantMessage(content=())
+_SO_FAR = AssistantMessage(content=(TextContent("a"),))
+_DONE = AssistantMessage(content=(TextContent("a"),), stop_reason="stop")
+_FAILED = AssistantMessage(content=(TextContent("a"),), stop_reason="error", error_message="x")
+_STRAY = AssistantMessage(content=(TextContent("stray"),))
+
+_STREAM_EVENTS: dict[str, AssistantMessageEvent] = {
+    "start": StreamStart(partial=_EMPTY),
+    "text_start": TextStart(0, partial=_EMPTY),
+    "delta": TextDelta(0, "a", partial=_SO_FAR),
+    "text_end": TextEnd(0, "a", partial=_SO_FAR),
+    "done": StreamDone("stop", _DONE),
+    "error": StreamError("error", _FAILED),
+    "stray_start": StreamStart(partial=_STRAY),
+    "stray_delta": TextDelta(0, "stray", partial=_STRAY),
+}
+_BLOCK = ["text_start", "delta", "text_end"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param(["stray_delta", "start", *_BLOCK, "done"], id="a delta before start"),
+        pytest.param(["start", *_BLOCK, "done", "stray_delta"], id="a delta after done"),
+        pytest.param(["start", *_BLOCK, "error", "stray_delta"], id="a delta after error"),
+        pytest.param(
+            ["start", "text_start", "stray_start", "delta", "text_end", "done"], id="a second start"
+        ),
+        pytest.param(["start", *_BLOCK, "done", "stray_start"], id="a start after done"),
+        pytest.param([*_BLOCK, "done", "stray_start"], id="no start, then a start after done"),
+        pytest.param([*_BLOCK, "error", "stray_start"], id="no start, then a start after error"),
+    ],
+)
+async def test_what_a_stream_function_emits_out_of_place_is_not_passed_on(
+    script: list[str],
+) -> None:
+    async def stream_fn(model: Any, context: Any, options: Any, emit: Any) -> AssistantMessage:
+        for kind in script:
+            await emit(_STREAM_EVENTS[kind])
+        return _DONE if "done" in script else _FAILED
+
+    recorder = EventRecorder()
+    messages = await run_agent_loop(
+        hi(), AgentContext(), AgentLoopConfig(model=faux.model()), recorder, stream_fn=stream_fn
+    )
+    check_event_grammar(recorder.events)
+    final = _DONE if "done" in script else _FAILED
+    assert messages[-1] is final
+    # The reply's events: after agent_start, turn_start and the prompt's two.
+    reply = recorder.events[4:]
+    started = "start" in script  # else block events come before any start: none is passed on
+    updates = [_STREAM_EVENTS[kind] for kind in _BLOCK] if started else []
+    assert [event.type for event in reply] == [
+        "message_start",
+        *["message_update"] * len(updates),
+        "message_end",
+        "turn_end",
+        "agent_end",
+    ]
+    assert reply[0] == MessageStart(_EMPTY if started else final)
+    assert reply[1:-3] == [MessageUpdate(event) for event in updates]
+    assert reply[-3] == MessageEnd(final)
 
 
 async def test_the_error_stop_reason_ends_the_run_without_running_tools() -> None:

@@ -276,6 +276,26 @@ def test_an_unknown_id_gets_the_makers_defaults() -> None:
     assert (local.provider, local.cost, local.context_window) == ("ollama", ModelCost(), 128_000)
 
 
+@pytest.mark.parametrize(
+    ("maker", "id", "context_window", "max_tokens"),
+    [
+        (openai_chat.model, "gpt-4.1", 128_000, 16_384),
+        (openai_responses.model, "gpt-5", 400_000, 128_000),
+        (google.model, "gemini-2.5-flash", 1_048_576, 65_536),
+    ],
+    ids=["openai_chat", "openai_responses", "google"],
+)
+def test_every_maker_describes_another_server_by_its_defaults(
+    maker: Any, id: str, context_window: int, max_tokens: int
+) -> None:
+    """docs/api.md: a ``base_url`` other than the catalog's gets the maker's defaults."""
+    assert maker(id).cost != ModelCost()
+    proxied = maker(id, base_url="https://llm-proxy.example.com/v1")
+    assert (proxied.cost, proxied.reasoning) == (ModelCost(), False)
+    assert (proxied.context_window, proxied.max_tokens) == (context_window, max_tokens)
+    assert (proxied.name, proxied.base_url) == ("", "https://llm-proxy.example.com/v1")
+
+
 def test_a_base_url_other_than_the_catalogs_is_another_server() -> None:
     proxy = anthropic.model("claude-sonnet-4-5", base_url="http://127.0.0.1:8080")
     assert (proxy.cost, proxy.max_tokens) == (ModelCost(), 32_000)

@@ -317,12 +317,14 @@ async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> Any:
 
 
 def sent_by_this_model(*content: Any, stop: str = "toolUse") -> AssistantMessage:
+    """A reply of response ``r1`` whose calls Gemini gave no id: theirs are ``r1_<n>``."""
     return AssistantMessage(
         content=content,
         api="google-generative-ai",
         provider="google",
         model=MODEL_ID,
         stop_reason=stop,  # type: ignore[arg-type]  # a StopReason, given as str
+        response_id="r1",
     )
 
 
@@ -410,9 +412,11 @@ async def test_the_request_body_for_a_transcript(clock: Any) -> None:
 async def test_an_image_only_result_says_so_in_its_response(clock: Any) -> None:
     ctx = context(
         UserMessage.text("shoot"),
-        sent_by_this_model(ToolCall("c", "screenshot", {})),
+        sent_by_this_model(ToolCall("r1_0", "screenshot", {})),
         ToolResultMessage(
-            tool_call_id="c", tool_name="screenshot", content=(ImageContent("cG5n", "image/png"),)
+            tool_call_id="r1_0",
+            tool_name="screenshot",
+            content=(ImageContent("cG5n", "image/png"),),
         ),
     )
     body = (await request_of(model, ctx)).json
@@ -503,38 +507,67 @@ def sdk_contents(body: dict[str, Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize(
-    ("model_id", "ids"),
-    [("gemini-3-flash-preview", True), ("gemini-2.5-flash", False)],
+    "model_id", ["gemini-3-flash-preview", "gemini-2.5-flash", "gemini-2.0-flash"]
 )
-async def test_gemini_3_gets_its_call_ids_back_in_the_call_and_the_result(
-    clock: Any, model_id: str, ids: bool
+async def test_the_ids_gemini_gave_go_back_in_the_call_and_the_result(
+    clock: Any, model_id: str
 ) -> None:
-    call_part = {"functionCall": {"id": "fc-7", "name": "echo", "args": {"value": "v"}}}
+    """The API asks for the ids it gave, whatever the model. One it did not give (the
+    second call's, made up from the response's id) goes back only to Gemini 3, which
+    pairs calls and results by id (as pi-ai sends them); Gemini 2 never saw it."""
+    given = {"functionCall": {"id": "fc-7", "name": "echo", "args": {"value": "v"}}}
+    unnamed = {"functionCall": {"name": "echo", "args": {"value": "w"}}}
     first = ScriptedResponse(
-        body=sse_body([(None, sdk_response(call_part, finish="STOP"))], crlf=True)
+        body=sse_body([(None, sdk_response(given, unnamed, finish="STOP"))], crlf=True)
     )
     async with open_sse_server(first, sse("text.sse")) as server:
         gemini = model(server.url, model_id)
         turn = await call(google.stream, gemini)
-        result = ToolResultMessage(
-            tool_call_id="fc-7", tool_name="echo", content=(TextContent("v"),)
-        )
-        ctx = context(UserMessage.text("q"), turn.message, result, tools=[ECHO])
+        results = [
+            ToolResultMessage(tool_call_id=id, tool_name="echo", content=(TextContent(value),))
+            for id, value in [("fc-7", "v"), ("resp-1_1", "w")]
+        ]
+        ctx = context(UserMessage.text("q"), turn.message, *results, tools=[ECHO])
         await call(google.stream, gemini, ctx)
-    assert turn.message.content == (ToolCall("fc-7", "echo", {"value": "v"}),)
+    assert turn.message.content == (
+        ToolCall("fc-7", "echo", {"value": "v"}),
+        ToolCall("resp-1_1", "echo", {"value": "w"}),
+    )
     contents = sdk_contents(server.requests[1].json)
-    call_id = {"id": "fc-7"} if ids else {}
+    made_up = {"id": "resp-1_1"} if model_id.startswith("gemini-3") else {}
     assert contents[1:] == [
         {
             "role": "model",
-            "parts": [{"functionCall": {"name": "echo", "args": {"value": "v"}, **call_id}}],
+            "parts": [
+                {"functionCall": {"name": "echo", "args": {"value": "v"}, "id": "fc-7"}},
+                {"functionCall": {"name": "echo", "args": {"value": "w"}, **made_up}},
+            ],
         },
         {
             "role": "user",
             "parts": [
-                {"functionResponse": {"name": "echo", "response": {"output": "v"}, **call_id}}
+                {"functionResponse": {"name": "echo", "response": {"output": "v"}, "id": "fc-7"}},
+                {"functionResponse": {"name": "echo", "response": {"output": "w"}, **made_up}},
             ],
         },
+    ]
+
+
+async def test_gemini_2_gets_no_id_of_another_provider(clock: Any) -> None:
+    """Ids another API gave (or one that looks like Gemini's) are not Gemini's to pair."""
+    other = AssistantMessage(
+        content=(ToolCall("call_1", "echo", {}),),
+        api="openai-chat",
+        provider="openai",
+        model="gpt-5",
+        stop_reason="toolUse",
+    )
+    result = ToolResultMessage(tool_call_id="call_1", tool_name="echo", content=(TextContent("r"),))
+    body = (await request_of(model, context(UserMessage.text("q"), other, result))).json
+    contents = sdk_contents(body)
+    assert contents[1]["parts"] == [{"functionCall": {"name": "echo", "args": {}}}]
+    assert contents[2]["parts"] == [
+        {"functionResponse": {"name": "echo", "response": {"output": "r"}}}
     ]
 
 

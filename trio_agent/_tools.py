@@ -76,18 +76,26 @@ def _check_mode(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any
 
 
 def check_time_limit(value: Any, what: str) -> None:
-    """``ValueError`` (naming ``what``) unless ``value`` is None or a positive finite number."""
+    """``ValueError`` (naming ``what``) unless ``value`` is None or a positive finite number.
+
+    An int too large for a float (``10**400``) is not a number of seconds Trio
+    can wait for: it is refused like ``inf``.
+    """
     if value is None:
         return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(
-            f"{what} must be a positive finite number of seconds or None, not {value!r}"
-        )
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int no float can hold; its repr may be refused too
+            raise ValueError(
+                f"{what} must be a positive finite number of seconds or None, not an int of "
+                f"{int(value).bit_length()} bits (too large for a float)"
+            ) from None
+        if math.isfinite(seconds) and seconds > 0:
+            return
+    raise ValueError(
+        f"{what} must be a positive finite number of seconds or None, not {value!r:.80}"
+    )
 
 
 def _check_time_limit(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -28,7 +28,7 @@ import contextlib
 import heapq
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,8 @@ from ._confine import (
 )
 
 MAX_OUTPUT_CHARS = 50_000
-"""The longest result of any tool, in characters (about 12,000 tokens)."""
+"""The longest result of any tool, in characters (about 12,000 tokens), the note saying
+where it was cut included."""
 MAX_ENTRIES = 1000
 """Entries a listing shows at most."""
 MAX_READ_BYTES = 1_000_000
@@ -60,7 +61,7 @@ MAX_READ_BYTES = 1_000_000
 MAX_LINES = 2000
 """Lines one read returns at most (a larger ``limit`` is cut to this)."""
 MAX_LINE_CHARS = 2000
-"""Characters of one line that a read shows (the rest is cut, and said to be)."""
+"""Characters of one line that a read shows at most, the note saying it was cut included."""
 MAX_PATTERN_CHARS = 1000
 """The longest search pattern."""
 MAX_SEARCH_FILES = 10_000
@@ -72,6 +73,7 @@ MAX_SEARCH_LINE_BYTES = 10_000
 MAX_MATCHES = 100
 """Matches one search returns at most."""
 
+_SEARCH_CUT = f"[... cut at {MAX_OUTPUT_CHARS:,} characters: narrow the search]"
 _SNIPPET_CHARS = 200  # of a matching line shown, around the match
 _POLL_LINES = 256  # lines between two polls for cancellation
 _BINARY_PROBE = 8192  # a NUL in this many first bytes: a binary file, not read
@@ -81,25 +83,44 @@ def _poll() -> None:
     trio.from_thread.check_cancelled()
 
 
+def _no_note(count: int) -> str:
+    return ""
+
+
 class _Result:
-    """The lines of a tool's result, up to :data:`MAX_OUTPUT_CHARS` in all."""
+    """The lines of a tool's result, then a note saying where it was cut: at most
+    :data:`MAX_OUTPUT_CHARS` characters in all, the note included."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.size = 0
+        self.size = 0  # of the lines joined by newlines
         self.full = False
 
     def add(self, line: str) -> bool:
         """Add ``line`` if it fits; whether it did (once one does not, none is added)."""
-        if self.full or self.size + len(line) + 1 > MAX_OUTPUT_CHARS:
+        size = self.size + len(line) + (1 if self.lines else 0)
+        if self.full or size > MAX_OUTPUT_CHARS:
             self.full = True
             return False
         self.lines.append(line)
-        self.size += len(line) + 1
+        self.size = size
         return True
 
-    def text(self, *notes: str) -> str:
-        return "\n".join([*self.lines, *(note for note in notes if note)])
+    def text(self, note: Callable[[int], str] = _no_note) -> str:
+        """The lines, then ``note(count)`` on a line of its own: what to say when the first
+        ``count`` lines are shown ("" for nothing). Lines are left out from the end until
+        the note fits, and ``note`` is asked again for what is left."""
+        lines, size = self.lines, self.size
+        count = len(lines)
+        while True:
+            said = note(count)[:MAX_OUTPUT_CHARS]
+            if not said:
+                return "\n".join(lines[:count])
+            if size + (1 if count else 0) + len(said) <= MAX_OUTPUT_CHARS:
+                return "\n".join([*lines[:count], said])
+            while count and size + 1 + len(said) > MAX_OUTPUT_CHARS:
+                count -= 1
+                size -= len(lines[count]) + (1 if count else 0)
 
 
 def _is_binary(data: bytes) -> bool:
@@ -170,13 +191,17 @@ class _Search:
             found = self.regex.search(line[:MAX_SEARCH_LINE_BYTES].removesuffix(b"\r"))
             if found is None:
                 continue
-            if not self.result.add(f"{display}:{number}: {_snippet(line, found.start())}"):
-                self.stopped = f"[... cut at {MAX_OUTPUT_CHARS:,} characters: narrow the search]"
-                return
-            self.matches += 1
-            if self.matches == MAX_MATCHES:
+            if self.matches == MAX_MATCHES:  # one more than are shown: say so
                 self.stopped = f"[... stopped at {MAX_MATCHES} matches: narrow the search]"
                 return
+            if not self.result.add(f"{display}:{number}: {_snippet(line, found.start())}"):
+                self.stopped = _SEARCH_CUT
+                return
+            self.matches += 1
+
+    def note(self, count: int) -> str:
+        """What the result says after its first ``count`` matches (see :meth:`_Result.text`)."""
+        return self.stopped if count == len(self.result.lines) else _SEARCH_CUT
 
     def tree(self, top: Folder, prefix: str) -> None:
         """Search the files under ``top`` until they end or a bound is reached."""
@@ -238,13 +263,16 @@ def _listing(folder: Folder, display: str) -> str:
             label = name
         if not result.add(label):
             break
-    shown = len(result.lines)
-    if shown == total:
-        return result.text()
-    return result.text(
-        f"[... {shown:,} of the {total:,} entries of {display} shown: list a sub-folder, "
-        "or find files with search_files]"
-    )
+
+    def note(shown: int) -> str:
+        if shown == total:
+            return ""
+        return (
+            f"[... {shown:,} of the {total:,} entries of {display} shown: list a sub-folder, "
+            "or find files with search_files]"
+        )
+
+    return result.text(note)
 
 
 def _read(file: io.FileIO, path: str, offset: int, limit: int) -> str:
@@ -267,15 +295,19 @@ def _read(file: io.FileIO, path: str, offset: int, limit: int) -> str:
             _poll()
         line = lines[number - 1].removesuffix("\r")
         if len(line) > MAX_LINE_CHARS:
-            line = f"{line[:MAX_LINE_CHARS]} [... line {number} cut: {len(line):,} characters]"
+            cut = f" [... line {number} cut: {len(line):,} characters]"
+            line = line[: MAX_LINE_CHARS - len(cut)] + cut
         if not result.add(line):
             break
-    last = offset - 1 + len(result.lines)
-    more = ""
-    if last < len(lines):
-        more = f"[... lines {offset}-{last} of {len(lines)}; read on with offset={last + 1}]"
-    elif longer:
-        more = f"[... {path} is longer than {MAX_READ_BYTES:,} bytes: the rest cannot be read]"
+
+    def more(shown: int) -> str:
+        last = offset - 1 + shown
+        if last < len(lines):
+            return f"[... lines {offset}-{last} of {len(lines)}; read on with offset={last + 1}]"
+        if longer:
+            return f"[... {path} is longer than {MAX_READ_BYTES:,} bytes: the rest cannot be read]"
+        return ""
+
     return result.text(more)
 
 
@@ -339,8 +371,6 @@ def file_tools(root: Path) -> list[AgentTool]:
                 search.file("/".join(parts), top)
             else:
                 search.tree(top, "".join(part + "/" for part in parts))
-        if not search.result.lines:
-            return search.result.text(search.stopped) or f"no match for {_shown(pattern)}"
-        return search.result.text(search.stopped)
+        return search.result.text(search.note) or f"no match for {_shown(pattern)}"
 
     return [list_files, read_file, search_files]

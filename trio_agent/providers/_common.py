@@ -317,14 +317,16 @@ MAX_ERROR_CHARS = 2000
 """The longest error message a reply gets: a server chooses the text of an in-band
 error or a stop reason, and would otherwise choose its length too."""
 
+_CUT_NOTE = " [...]"
+
 
 def _told(text: str, secrets: tuple[str, ...]) -> str:
     """An error message as the reply carries it: without the key, then cut to
     :data:`MAX_ERROR_CHARS` (in that order, so that the cut cannot leave a piece of
-    the key)."""
+    the key). A text that was cut ends with " [...]", within the limit."""
     text = redact(text, secrets)
     if len(text) > MAX_ERROR_CHARS:
-        return text[:MAX_ERROR_CHARS] + " [...]"
+        return text[: MAX_ERROR_CHARS - len(_CUT_NOTE)] + _CUT_NOTE
     return text
 
 

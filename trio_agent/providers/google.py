@@ -31,12 +31,14 @@ Text parts are deltas, ``thought: true`` parts are thinking deltas; a
 ``thoughtSignature`` stays on the block of the part that carried it (a second,
 different signature starts a new block, so each is replayed on its own part).
 ``functionCall`` parts arrive whole: a tool call with one delta (the compact
-JSON of its arguments). Gemini rarely gives calls an id; the missing ones are
+JSON of its arguments). Gemini 2 rarely gives calls an id; the missing ones are
 ``f"{responseId or 'gemini'}_{n}"``, with *n* the call's position among the
-reply's calls, so the same reply always gets the same ids. Gemini 3 pairs calls
-and results by id: for it (and the Claude and gpt-oss models behind this API)
-the ids go back in ``functionCall.id`` and ``functionResponse.id``, as pi-ai
-sends them. ``finishReason``
+reply's calls, so the same reply always gets the same ids. An id Gemini gave
+goes back in ``functionCall.id`` and ``functionResponse.id``, whatever the model:
+the API asks for the ids it gave. One made up here does not, except for the
+models that pair calls and results by id, Gemini 3 and later (and the Claude and
+gpt-oss models behind this API): every call's id goes back, as pi-ai sends them.
+``finishReason``
 ``STOP`` is ``stop`` (``toolUse`` when the reply holds calls), ``MAX_TOKENS``
 is ``length``; any other (``SAFETY``, ``RECITATION``,
 ``MALFORMED_FUNCTION_CALL``, ...) ends the reply as an error that names it,
@@ -98,6 +100,19 @@ def _sends_call_ids(model_id: str) -> bool:
         return True
     match = _GEMINI_VERSION.match(model_id)
     return match is not None and int(match.group(1)) >= 3
+
+
+def _given_ids(messages: Sequence[Message]) -> frozenset[str]:
+    """The ids that a Gemini server gave the calls of ``messages``: not those made up when
+    it gave none (``f"{responseId or 'gemini'}_{n}"``, see :meth:`_GeminiParser._call`),
+    nor those of another API."""
+    given: set[str] = set()
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.api == API:
+            made_up = message.response_id or "gemini"
+            calls = (block for block in message.content if isinstance(block, ToolCall))
+            given.update(call.id for n, call in enumerate(calls) if call.id != f"{made_up}_{n}")
+    return frozenset(given)
 
 
 def _call_id(id: str) -> str:
@@ -190,8 +205,11 @@ def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
     return part
 
 
-def _model_parts(message: AssistantMessage, model: Model, ids: bool) -> list[dict[str, Any]]:
-    """The parts of an assistant message (``ids``: the tool calls carry their ids)."""
+def _model_parts(
+    message: AssistantMessage, model: Model, ids: bool, given: frozenset[str]
+) -> list[dict[str, Any]]:
+    """The parts of an assistant message (``ids``: the tool calls carry their ids; else
+    only those in ``given``, as they were given)."""
     parts: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextContent):
@@ -207,6 +225,8 @@ def _model_parts(message: AssistantMessage, model: Model, ids: bool) -> list[dic
             call: dict[str, Any] = {"name": block.name, "args": block.arguments}
             if ids:
                 call["id"] = _call_id(block.id)
+            elif block.id in given:
+                call["id"] = block.id
             parts.append(_signed({"functionCall": call}, block.thought_signature))
     if "gemini-3" in model.id.lower() and (message.provider, message.api, message.model) != (
         model.provider,
@@ -219,7 +239,9 @@ def _model_parts(message: AssistantMessage, model: Model, ids: bool) -> list[dic
     return parts
 
 
-def _function_response(message: ToolResultMessage, has_images: bool, ids: bool) -> dict[str, Any]:
+def _function_response(
+    message: ToolResultMessage, has_images: bool, ids: bool, given: frozenset[str]
+) -> dict[str, Any]:
     text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
     if not text and has_images:
         text = "(see attached image)"
@@ -229,6 +251,8 @@ def _function_response(message: ToolResultMessage, has_images: bool, ids: bool) 
     }
     if ids:
         response["id"] = _call_id(message.tool_call_id)
+    elif message.tool_call_id in given:
+        response["id"] = message.tool_call_id
     return {"functionResponse": response}
 
 
@@ -245,11 +269,12 @@ def _contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
 
     messages: list[Message] = prepare_messages(context.messages, model)
     ids = _sends_call_ids(model.id)
+    given = frozenset() if ids else _given_ids(messages)
     images: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if isinstance(message, ToolResultMessage):
             found = [_inline(b) for b in message.content if isinstance(b, ImageContent)]
-            add("user", [_function_response(message, bool(found), ids)])
+            add("user", [_function_response(message, bool(found), ids, given)])
             if "image" in model.input:
                 images += found
             following = messages[index + 1] if index + 1 < len(messages) else None
@@ -260,7 +285,7 @@ def _contents(model: Model, context: LlmContext) -> list[dict[str, Any]]:
         elif isinstance(message, UserMessage):
             add("user", _user_parts(message, model))
         else:
-            add("model", _model_parts(message, model, ids))
+            add("model", _model_parts(message, model, ids, given))
     return [{"role": role, "parts": parts} for role, parts in turns]
 
 

@@ -45,7 +45,7 @@ from .._loop import run_agent_loop
 from .._messages import AgentMessage, AssistantMessage, ToolResult, UserMessage
 from .._model import Model
 from .._stream import Emit, LlmContext, StreamOptions
-from .._tools import AgentTool, ToolUpdate
+from .._tools import AgentTool, ToolUpdate, check_time_limit
 from ..providers import faux
 from ._checks import EventRecorder, TaskWatcher, describe_task
 from ._fuzz import _seed_scheduler
@@ -331,7 +331,8 @@ class Scenario:
       listener), before it does what the injections say;
     - ``tool_time_limit``, ``max_parallel_tools``: as for an
       :class:`~trio_agent.Agent` (a call past the limit is answered with
-      :meth:`timeout_text`).
+      :meth:`timeout_text`); a ``tool_time_limit`` that is not a positive
+      finite number is a ``ValueError`` here.
     """
 
     replies: tuple[faux.Reply, ...] = attrs.field(converter=_reply_tuple)
@@ -343,8 +344,12 @@ class Scenario:
     follow_up_mode: QueueMode = "all"
     listener_delay: float = 0.0
     prompt: str = "go"
-    tool_time_limit: float | None = None
+    tool_time_limit: float | None = attrs.field(default=None)
     max_parallel_tools: int | None = None
+
+    @tool_time_limit.validator
+    def _check_tool_time_limit(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_time_limit(value, "tool_time_limit")
 
     def timeout_text(self, tool_name: str) -> str:
         """The result of a call to ``tool_name`` cut short by ``tool_time_limit``."""
