@@ -30,10 +30,10 @@ from tests._providers import fixture
 from tests.test_provider_matrix import APIS, KEY, Api, event_end
 from trio_agent import AssistantMessage, ModelCost, ToolResultMessage, UserMessage
 from trio_agent import models as catalog
-from trio_agent._cli import _parser, main, parse_model
+from trio_agent._cli import SessionError, _parser, _save, main, parse_model
 from trio_agent._cli._files import file_tools
 from trio_agent._cli._term import Terminal
-from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server
+from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server, sse_body
 
 BASE_PATHS = {
     "openai_chat": "/v1",
@@ -685,6 +685,99 @@ def test_a_transcript_that_cannot_be_saved_is_one_line_and_exit_1(tmp_path: Path
     )
     assert "Traceback" not in result.err
     assert result.out  # the run itself was whole
+
+
+def chat_tool_call(name: str, arguments: dict[str, Any]) -> ScriptedResponse:
+    """An OpenAI chat reply that calls tool ``name`` with ``arguments``."""
+    call = {"index": 0, "id": "call_1", "type": "function"}
+    call["function"] = {"name": name, "arguments": json.dumps(arguments)}
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    return ScriptedResponse(body=sse_body([(None, chunk) for chunk in chunks], done=True))
+
+
+async def test_a_file_name_that_is_not_utf8_reaches_the_model_and_the_saved_session(
+    tmp_path: Path,
+) -> None:
+    # On Linux a name is bytes: this one is Latin-1, not UTF-8. The model lists it,
+    # reads it by the name it was shown, and the session is saved.
+    root = tmp_path / "root"
+    root.mkdir()
+    fd = os.open(os.path.join(os.fsencode(root), b"caf\xe9.txt"), os.O_WRONLY | os.O_CREAT)
+    os.write(fd, b"the menu\n")
+    os.close(fd)
+    (api,) = [api for api in APIS if api.name == "openai_chat"]
+    session = tmp_path / "session.json"
+    replies = [
+        chat_tool_call("list_files", {}),
+        chat_tool_call("read_file", {"path": "caf\\xe9.txt"}),
+        answer(api),
+    ]
+    async with open_sse_server(*replies) as server:
+        argv = ["run", "Read it", *model_options(api, server.url), "--root", str(root)]
+        result = await cli([*argv, "--session", str(session)], env=keyed(api), cwd=tmp_path)
+    assert result.code == 0, result
+    assert "Traceback" not in result.err
+    assert len(server.requests) == 3
+    assert '"content":"caf\\\\xe9.txt"' in server.requests[1].body.decode()  # as listed
+    assert b"the menu" in server.requests[2].body  # read by that name
+    transcript = trio_agent.loads(session.read_text(encoding="utf-8"))
+    results = [m for m in transcript if isinstance(m, ToolResultMessage)]
+    assert [(m.content[0].text, m.is_error) for m in results] == [  # type: ignore[union-attr]
+        ("caf\\xe9.txt", False),
+        ("the menu", False),
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["root", "session.json"]  # no .tmp
+
+
+async def test_a_save_that_fails_midway_keeps_the_previous_file_and_leaves_no_other(
+    tmp_path: Path,
+) -> None:
+    # The process may write files of 2,000 bytes at most: the transcript is larger, so
+    # writing it fails after the new file was made (EFBIG, "File too large").
+    saved = tmp_path / "demo.json"
+    saved.write_text("[]\n")
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))\n"
+        "from trio_agent._cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    folder = project(tmp_path)
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-c", code, "demo", str(folder), "--pace", "0", "--save", str(saved)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=tmp_path,
+        )
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert err.splitlines()[-1] == (
+        f"error: cannot save the transcript to {str(saved)!r}: File too large"
+    )
+    assert "Traceback" not in err
+    assert saved.read_text() == "[]\n"  # the previous file, whole
+    assert sorted(os.listdir(tmp_path)) == ["demo.json", "project"]
+
+
+async def test_a_transcript_that_cannot_be_written_keeps_the_previous_file(
+    tmp_path: Path,
+) -> None:
+    saved = tmp_path / "session.json"
+    saved.write_text("[]\n")
+    odd = ToolResultMessage(tool_call_id="c", tool_name="t", content=[], details={"at": {1}})
+    with pytest.raises(SessionError) as info:
+        await _save(saved, [odd])
+    assert str(info.value) == (
+        f"cannot save the transcript to {str(saved)!r}: Object of type set is not JSON serializable"
+    )
+    assert saved.read_text() == "[]\n"
+    assert os.listdir(tmp_path) == ["session.json"]
 
 
 async def test_chat_tells_a_failed_save_and_goes_on(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.test_cli import call_tool, project
 from trio_agent import Agent, AgentTool, AssistantMessage, TextContent, ToolResultMessage
@@ -158,6 +160,85 @@ async def test_only_regular_files_are_read(tmp_path: Path) -> None:
     assert failed
     assert text == "'pipe' is neither a folder nor a regular file"
     assert await call_tool(tools, "search_files", pattern="^Beta") == ("beta.txt:1: Beta", False)
+
+
+# --- names that are not UTF-8 --------------------------------------------------------------------
+
+
+def make_file(folder: Path, name: bytes, data: bytes) -> None:
+    """A file named by bytes, as a Linux program may make one (``name`` need not be UTF-8)."""
+    fd = os.open(os.path.join(os.fsencode(folder), name), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+async def test_a_name_that_is_not_utf8_is_shown_escaped_and_reaches_its_file(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    make_file(root, b"caf\xe9.txt", b"latin-1 name\n")
+    make_file(root, b"a\\xe9.txt", b"a backslash, then xe9\n")  # what the escape looks like
+    make_file(root, b"back\\slash.txt", b"one backslash\n")
+    os.mkdir(os.path.join(os.fsencode(root), b"d\xff"))
+    make_file(root / os.fsdecode(b"d\xff"), b"inner\xfe.txt", b"deeper name\n")
+    tools = tools_in(root)
+    listing, failed = await call_tool(tools, "list_files")
+    assert (listing, failed) == (
+        "a\\\\xe9.txt\nback\\\\slash.txt\ncaf\\xe9.txt\nd\\xff/",
+        False,
+    )
+    found, failed = await call_tool(tools, "search_files", pattern="name")
+    assert (found, failed) == (
+        "caf\\xe9.txt:1: latin-1 name\nd\\xff/inner\\xfe.txt:1: deeper name",
+        False,
+    )
+    # Valid text, which a request (and a saved session) can carry...
+    (listing + found).encode("utf-8")
+    # ... and each name, given back as shown, reaches its own file.
+    for shown_path, text in [
+        ("caf\\xe9.txt", "latin-1 name"),
+        ("a\\\\xe9.txt", "a backslash, then xe9"),
+        ("back\\\\slash.txt", "one backslash"),
+        ("back\\slash.txt", "one backslash"),  # a lone backslash is taken as it is
+        ("d\\xff/inner\\xfe.txt", "deeper name"),
+        ("d\\XFF/../caf\\xE9.txt", "latin-1 name"),
+    ]:
+        assert await call_tool(tools, "read_file", path=shown_path) == (text, False), shown_path
+    assert await call_tool(tools, "list_files", path="d\\xff") == ("inner\\xfe.txt", False)
+    assert await call_tool(tools, "search_files", pattern="name", path="d\\xff") == (
+        "d\\xff/inner\\xfe.txt:1: deeper name",
+        False,
+    )
+    assert await call_tool(tools, "search_files", pattern="^", path="d\\xff/inner\\xfe.txt") == (
+        "d\\xff/inner\\xfe.txt:1: deeper name",
+        False,
+    )
+    # Only bytes past ASCII are written so: an escape cannot spell a way out of the root.
+    outside(tmp_path)
+    text, failed = await call_tool(tools, "read_file", path="\\x2e\\x2e/outside/notes.txt")
+    assert failed
+    assert SECRET not in text
+
+
+names = st.lists(
+    st.characters(exclude_characters="/\0")
+    | st.sampled_from(["\\", "x", "e", "9", "F"])
+    # the bytes that are not UTF-8, as Python holds them
+    | st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF, exclude_categories=()),
+    min_size=1,
+).map("".join)
+
+
+@settings(max_examples=300)
+@given(names)
+def test_an_escaped_name_is_valid_text_that_unescapes_to_the_name(name: str) -> None:
+    text = _confine.escape_name(name)
+    text.encode("utf-8")
+    assert _confine.unescape_path(text) == name
+    assert _confine.unescape_path(f"{text}/{text}") == f"{name}/{name}"
 
 
 # --- bounds -------------------------------------------------------------------------------------

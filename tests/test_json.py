@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -15,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trio_agent import (
+    Agent,
     AgentEnd,
     AgentMessage,
     AgentStart,
@@ -48,8 +51,9 @@ from trio_agent import (
     register_message_kind,
     to_json,
 )
-from trio_agent._json import _ALL_MESSAGES
+from trio_agent._json import _ALL_MESSAGES, MAX_NESTING
 from trio_agent._messages import UserContent
+from trio_agent.providers import faux
 
 
 @register_message_kind
@@ -348,6 +352,148 @@ def test_dumps_keeps_unicode_as_is() -> None:
 def test_dumps_indents_on_request() -> None:
     expected = '{\n  "type": "text",\n  "text": "x"\n}'
     assert expected == dumps(TextContent("x"), indent=2)
+
+
+# ------------------------------------------------------------------ what dumps writes, loads reads
+
+
+def result_with(details: Any) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id="c1", tool_name="f", content=[TextContent("ok")], details=details, timestamp=1
+    )
+
+
+def test_dumps_writes_numbers_json_has_no_place_for_as_null() -> None:
+    details = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "long": 10**5000, "ok": 10**400}
+    text = dumps([result_with(details)])
+    assert '"details": {"nan": null, "inf": null, "-inf": null, "long": null, "ok": 1000' in text
+    expected = {"nan": None, "inf": None, "-inf": None, "long": None, "ok": 10**400}
+    assert [result_with(expected)] == loads(text)
+
+
+def test_dumps_writes_lone_surrogates_as_the_replacement_character() -> None:
+    message = UserMessage([TextContent("caf\udce9 \ud83d\ude00 \ud800")], timestamp=1)
+    text = dumps([message, result_with({"k\udc80": ["\udfff"]})])
+    assert "caf\ufffd \U0001f600 \ufffd" in text
+    text.encode("utf-8")  # valid text: it can be saved
+    assert [
+        UserMessage([TextContent("caf\ufffd \U0001f600 \ufffd")], timestamp=1),
+        result_with({"k\ufffd": ["\ufffd"]}),
+    ] == loads(text)
+
+
+def test_loads_reads_a_lone_surrogate_as_the_replacement_character() -> None:
+    # JSON.stringify writes a lone surrogate as an escape; json.loads would keep it, and
+    # every request made of the transcript afterwards could not be encoded.
+    text = '[{"role": "user", "content": "a\\ud800b \\ud83d\\ude00", "timestamp": 1}]'
+    assert [UserMessage("a\ufffdb \U0001f600", timestamp=1)] == loads(text)
+    assert [UserMessage("a\ufffdb \U0001f600", timestamp=1)] == loads(text.encode())
+    call = '{"type": "toolCall", "id": "c", "name": "f", "arguments": {"\\udc00": ["\\udbff"]}}'
+    (message,) = loads(f'[{{"role": "assistant", "content": [{call}], "timestamp": 1}}]')
+    assert message.content[0].arguments == {"\ufffd": ["\ufffd"]}
+
+
+def test_loads_reads_lone_surrogates_in_text_given_as_a_string() -> None:
+    text = '[{"role": "user", "content": [{"type": "text", "text": "\ud83d\ude00\udc00"}]}]'
+    (message,) = loads(text)
+    assert message.content == (TextContent("\U0001f600\ufffd"),)
+
+
+def test_a_cost_that_is_not_finite_is_written_as_null_and_read_as_nan() -> None:
+    cost = Cost(input=math.nan, output=math.inf, cache_read=-math.inf, total=1.5)
+    message = AssistantMessage(content=[], usage=Usage(cost=cost), timestamp=1)
+    text = dumps(message)
+    assert '"cost": {"input": null, "output": null, "cacheRead": null, "cacheWrite": 0.0' in text
+    read = loads(text, AssistantMessage).usage.cost
+    assert [math.isnan(read.input), math.isnan(read.output), math.isnan(read.cache_read)] == [
+        True,
+        True,
+        True,
+    ]
+    assert (read.cache_write, read.total) == (0.0, 1.5)
+
+
+def test_dumps_takes_any_sequence_of_messages() -> None:
+    class Messages(Sequence[Any]):
+        def __init__(self, items: list[Any]) -> None:
+            self.items = items
+
+        def __getitem__(self, index: Any) -> Any:
+            return self.items[index]
+
+        def __len__(self) -> int:
+            return len(self.items)
+
+    messages = [UserMessage("hi", timestamp=1), result_with({"k": (1, Messages([2]))})]
+    expected = dumps(messages)
+    assert expected == dumps(tuple(messages))
+    assert expected == dumps(Messages(messages))
+    assert to_json(Messages(messages)) == to_json(messages)
+
+
+async def test_dumps_takes_the_agents_transcript_as_it_is() -> None:
+    agent = Agent(faux.model(["Noted."]))
+    await agent.prompt("Remember this.")
+    assert dumps(agent.state.messages) == dumps(list(agent.state.messages))
+    assert loads(dumps(agent.state.messages)) == list(agent.state.messages)
+
+
+def nested_value(depth: int, leaf: Any = "leaf") -> Any:
+    """``leaf`` inside ``depth`` arrays and objects, in turn."""
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def from_deep_in_the_stack(frames: int, call: Callable[[], Any]) -> Any:
+    return call() if frames == 0 else from_deep_in_the_stack(frames - 1, call)
+
+
+def test_a_value_nested_as_deep_as_dumps_writes_is_read_back() -> None:
+    deep = nested_value(MAX_NESTING)
+    messages = [
+        result_with(deep),
+        AssistantMessage(content=[ToolCall("c", "f", {"a": nested_value(MAX_NESTING - 1)})]),
+    ]
+    text = dumps(messages)
+    assert messages == loads(text)
+    # and from deep in a stack, as an application's task would call it
+    assert messages == from_deep_in_the_stack(400, lambda: loads(text))
+
+
+@pytest.mark.parametrize(
+    ("message", "what"),
+    [
+        (result_with(nested_value(MAX_NESTING + 1)), "ToolResultMessage.details"),
+        (
+            AssistantMessage(content=[ToolCall("c", "f", {"a": nested_value(MAX_NESTING)})]),
+            "ToolCall.arguments",
+        ),
+        (
+            ToolExecutionStart("c", "f", nested_value(MAX_NESTING + 1)),
+            "ToolExecutionStart.args",
+        ),
+    ],
+)
+def test_dumps_refuses_a_value_nested_deeper_than_max_nesting(message: Any, what: str) -> None:
+    expected = (
+        f"cannot write {what} as JSON: it is nested deeper than {MAX_NESTING} arrays and objects"
+    )
+    with pytest.raises(ValueError, match="^" + re.escape(expected)):
+        dumps([message])
+
+
+def test_dumps_refuses_a_message_kind_nested_deeper_than_python_goes() -> None:
+    node = OutlineNode(label="leaf")
+    for _ in range(TOO_DEEP):
+        node = OutlineNode(label="x", children=[node])
+    expected = (
+        r"^cannot write list \[<Outline instance at 0x\w+>\] as JSON: nested too deeply"
+        r" \(past Python's recursion limit\)$"
+    )
+    with pytest.raises(ValueError, match=expected):
+        dumps([Outline(root=node)])
 
 
 # ------------------------------------------------------------------ loading pi's JSON
@@ -1029,8 +1175,6 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
 )
-json_objects = st.dictionaries(st.text(), json_values, max_size=4)
-optional_text = st.none() | st.text()
 timestamps = st.integers(min_value=0, max_value=2**53)
 counts = st.integers(min_value=0, max_value=2**40)
 amounts = st.floats(min_value=0, allow_nan=False, allow_infinity=False)
@@ -1047,51 +1191,150 @@ usages = st.builds(
     total_tokens=counts,
     cost=costs,
 )
-texts = st.builds(TextContent, st.text(), text_signature=optional_text)
-thinkings = st.builds(
-    ThinkingContent, st.text(), thinking_signature=optional_text, redacted=st.booleans()
-)
-images = st.builds(ImageContent, st.text(), st.sampled_from(["image/png", "image/jpeg", ""]))
-tool_calls = st.builds(
-    ToolCall, st.text(), st.text(), json_objects, thought_signature=optional_text
-)
 
-user_messages = st.builds(
-    UserMessage,
-    st.text() | st.lists(texts | images, max_size=4),
-    timestamp=timestamps,
-)
-assistant_messages = st.builds(
-    AssistantMessage,
-    content=st.lists(texts | thinkings | tool_calls, max_size=4),
-    api=st.text(),
-    provider=st.text(),
-    model=st.text(),
-    usage=usages,
-    stop_reason=st.sampled_from(["stop", "length", "toolUse", "error", "aborted"]),
-    error_message=optional_text,
-    response_id=optional_text,
-    timestamp=timestamps,
-)
-tool_result_messages = st.builds(
-    ToolResultMessage,
-    tool_call_id=st.text(),
-    tool_name=st.text(),
-    content=st.lists(texts | images, max_size=4),
-    details=json_values,
-    is_error=st.booleans(),
-    usage=st.none() | usages,
-    timestamp=timestamps,
-)
-bookmarks = st.builds(Bookmark, label=st.text(), created_at=timestamps, note=optional_text)
-transcripts = st.lists(
-    user_messages | assistant_messages | tool_result_messages | bookmarks, max_size=6
-)
+
+def transcripts_of(
+    text: st.SearchStrategy[str], values: st.SearchStrategy[Any]
+) -> st.SearchStrategy[list[Any]]:
+    """Transcripts of every kind of message, whose strings are ``text`` and whose free-form
+    values (arguments, details) are ``values``."""
+    optional_text = st.none() | text
+    texts = st.builds(TextContent, text, text_signature=optional_text)
+    thinkings = st.builds(
+        ThinkingContent, text, thinking_signature=optional_text, redacted=st.booleans()
+    )
+    images = st.builds(ImageContent, text, st.sampled_from(["image/png", "image/jpeg", ""]))
+    tool_calls = st.builds(
+        ToolCall,
+        text,
+        text,
+        st.dictionaries(text, values, max_size=4),
+        thought_signature=optional_text,
+    )
+    user_messages = st.builds(
+        UserMessage,
+        text | st.lists(texts | images, max_size=4),
+        timestamp=timestamps,
+    )
+    assistant_messages = st.builds(
+        AssistantMessage,
+        content=st.lists(texts | thinkings | tool_calls, max_size=4),
+        api=text,
+        provider=text,
+        model=text,
+        usage=usages,
+        stop_reason=st.sampled_from(["stop", "length", "toolUse", "error", "aborted"]),
+        error_message=optional_text,
+        response_id=optional_text,
+        timestamp=timestamps,
+    )
+    tool_result_messages = st.builds(
+        ToolResultMessage,
+        tool_call_id=text,
+        tool_name=text,
+        content=st.lists(texts | images, max_size=4),
+        details=values,
+        is_error=st.booleans(),
+        usage=st.none() | usages,
+        timestamp=timestamps,
+    )
+    bookmarks = st.builds(Bookmark, label=text, created_at=timestamps, note=optional_text)
+    return st.lists(
+        user_messages | assistant_messages | tool_result_messages | bookmarks, max_size=6
+    )
+
+
+transcripts = transcripts_of(st.text(), json_values)
 
 
 @given(transcripts)
 def test_any_transcript_survives_a_round_trip(messages: list[Any]) -> None:
     assert messages == loads(dumps(messages))
+
+
+# ------------------------------------------------------------------ property: what dumps writes
+#
+# Whatever a transcript holds, loads reads what dumps wrote: lone surrogates in any string,
+# NaN, infinities and integers too long to write in any free-form value, values nested as
+# deep as dumps writes. What comes back is the transcript with the documented repairs.
+
+any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=8)  # surrogates too
+# Integers past Python's limit of 4,300 digits written as text, and just under it.
+long_integers = st.sampled_from([4299, 4300, 5000]) | st.just(-5000)
+long_integers = long_integers.map(lambda digits: 10**digits if digits > 0 else -(10**-digits))
+any_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | long_integers
+    | st.floats()  # NaN and the infinities too
+    | any_text
+)
+any_values = st.recursive(
+    any_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (a pair joined into its
+    character): what dumps writes and loads reads."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def repaired(value: Any) -> Any:
+    """``value`` as loads(dumps(...)) gives it back: the documented repairs."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        try:
+            str(value)
+        except ValueError:  # too long to write as text
+            return None
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [repaired(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(repaired(item) for item in value)
+    if isinstance(value, dict):
+        return {repaired(key): repaired(item) for key, item in value.items()}
+    assert attrs.has(type(value))
+    fields = attrs.fields(type(value))
+    return attrs.evolve(value, **{f.alias: repaired(getattr(value, f.name)) for f in fields})
+
+
+@settings(max_examples=200)
+@given(transcripts_of(any_text, any_values))
+def test_what_dumps_writes_loads_reads_whatever_the_transcript_holds(messages: list[Any]) -> None:
+    text = dumps(messages)
+    text.encode("utf-8")  # valid text, which a file can hold
+    assert repaired(messages) == loads(text)
+    assert text == dumps(loads(text))
+
+
+@settings(max_examples=50)
+@given(
+    st.integers(min_value=0, max_value=MAX_NESTING - 1),
+    any_scalars,
+    st.sampled_from(["details", "arguments"]),
+)
+def test_what_dumps_writes_loads_reads_however_deep_it_nests(
+    depth: int, leaf: Any, where: str
+) -> None:
+    value = nested_value(depth, leaf)
+    expected = nested_value(depth, repaired(leaf))
+    if where == "details":
+        messages: list[Any] = [result_with(value)]
+        assert [result_with(expected)] == loads(dumps(messages))
+    else:
+        messages = [AssistantMessage(content=[ToolCall("c", "f", {"a": value})], timestamp=1)]
+        (read,) = loads(dumps(messages))
+        assert read.content[0].arguments == {"a": expected}
 
 
 # ------------------------------------------------------------------ property: untrusted text

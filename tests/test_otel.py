@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -15,7 +17,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from tests._support import make_tool
-from trio_agent import Agent, AgentTool, ToolResult, ToolUpdate
+from trio_agent import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    Agent,
+    AgentTool,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    TextContent,
+    ToolResult,
+    ToolResultMessage,
+    ToolUpdate,
+)
 from trio_agent.otel import Tracing
 from trio_agent.providers import faux
 
@@ -110,7 +123,7 @@ async def test_a_two_turn_run_with_parallel_tools(autojump_clock: trio.abc.Clock
     }
     assert done.status.status_code is StatusCode.UNSET
     assert failed.status.status_code is StatusCode.ERROR
-    assert failed.status.description == "it broke"
+    assert failed.status.description == "tool_error"  # not the error's text: no content
     assert failed.attributes["error.type"] == "tool_error"  # type: ignore[index]
     # the two tools overlap in time: they ran in parallel
     assert failed.start_time is not None
@@ -181,7 +194,7 @@ async def test_an_aborted_run_ends_its_spans_in_error(autojump_clock: trio.abc.C
         ("t1", StatusCode.UNSET),
         ("t3", StatusCode.ERROR),
     ]
-    assert [t.status.description for t in tools] == ["it broke", None, "Operation aborted"]
+    assert [t.status.description for t in tools] == ["tool_error", None, "aborted"]
     assert [c.status.status_code for c in chats[:2]] == [StatusCode.UNSET] * 2
     assert (chats[2].status.status_code, chats[2].status.description) == (
         StatusCode.ERROR,
@@ -275,6 +288,241 @@ async def test_wrap_traces_a_loop_run() -> None:
     assert [s.name for s in exporter.get_finished_spans()][-1] == "invoke_agent"
     assert seen[0] == "agent_start"
     assert seen[-1] == "agent_end"
+
+
+# --- calls that share an id -------------------------------------------------------------
+
+SLEEP_SCHEMA = {
+    "type": "object",
+    "properties": {"ms": {"type": "integer"}, "fail": {"type": "boolean"}},
+    "required": ["ms"],
+}
+
+
+def tool_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_calls_that_share_an_id_each_get_a_span_ended_once_with_their_outcome(
+    autojump_clock: trio.abc.Clock, mode: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server chose one id for three calls: the first runs longest and succeeds, the
+    # second is refused at once (its arguments), the third fails first.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sleep = make_tool("sleep", sleeper().execute, schema=SLEEP_SCHEMA)
+    calls = faux.reply(
+        faux.tool_call("sleep", {"ms": 20}, id="dup"),
+        faux.tool_call("sleep", {"ms": "soon"}, id="dup"),
+        faux.tool_call("sleep", {"ms": 10, "fail": True}, id="dup"),
+    )
+    agent = Agent(faux.model([calls, "done"]), tools=[sleep], tool_execution=mode)
+    agent.subscribe(Tracing(provider, capture_content=True).listener)
+    with caplog.at_level(logging.WARNING):
+        await agent.prompt("go")
+    assert "ended span" not in caplog.text  # no span was ended twice
+    spans = tool_spans(exporter)
+    assert len(spans) == 3  # each ended (an open span is never exported)
+    outcomes = {
+        str(span.attributes["gen_ai.tool.call.arguments"]): (  # type: ignore[index]
+            span.status.status_code,
+            span.status.description,
+            json.loads(str(span.attributes["gen_ai.tool.call.result"]))["content"][0]["text"],  # type: ignore[index]
+        )
+        for span in spans
+    }
+    assert outcomes == {
+        '{"ms": 20}': (StatusCode.UNSET, None, "done dup"),
+        '{"ms": "soon"}': (
+            StatusCode.ERROR,
+            'Validation failed for tool "sleep":\n  - ms: must be integer\n\n'
+            'Received arguments:\n{\n  "ms": "soon"\n}',
+            'Validation failed for tool "sleep":\n  - ms: must be integer\n\n'
+            'Received arguments:\n{\n  "ms": "soon"\n}',
+        ),
+        '{"ms": 10, "fail": true}': (StatusCode.ERROR, "it broke", "it broke"),
+    }
+    by_arguments = {str(s.attributes["gen_ai.tool.call.arguments"]): s for s in spans}  # type: ignore[index]
+    slow, refused, failing = (by_arguments[k] for k in outcomes)
+    assert slow.start_time is not None
+    assert failing.start_time is not None
+    assert slow.start_time <= refused.start_time <= failing.start_time  # type: ignore[operator]
+    assert refused.end_time is not None
+    assert failing.end_time is not None
+    assert slow.end_time is not None
+    if mode == "parallel":  # each ends when its call did: the failing one before the slow one
+        assert refused.end_time < failing.end_time < slow.end_time
+    else:
+        assert slow.end_time < refused.end_time < failing.end_time
+    results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+    assert [m.tool_call_id for m in results] == ["dup"] * 3
+
+
+async def test_an_abort_ends_every_span_of_calls_that_share_an_id(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    agent, exporter = traced(
+        [
+            faux.reply(
+                faux.tool_call("sleep", {"ms": 500}, id="dup"),
+                faux.tool_call("sleep", {"ms": 10}, id="dup"),
+                faux.tool_call("sleep", {"ms": 500}, id="dup"),
+            ),
+            "never",
+        ]
+    )
+
+    async def abort_later() -> None:
+        await trio.sleep(0.1)  # after the second call, during the others
+        agent.abort()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(abort_later)
+        await agent.prompt("go")
+    spans = tool_spans(exporter)
+    spans.sort(key=lambda span: span.start_time or 0)
+    assert [(s.status.status_code, s.status.description) for s in spans] == [
+        (StatusCode.ERROR, "aborted"),
+        (StatusCode.UNSET, None),  # the second call, which finished before the abort
+        (StatusCode.ERROR, "aborted"),
+    ]
+
+
+# --- no content without capture_content ---------------------------------------------------
+
+MARKER = "MARKER-of-the-arguments-7f3a"
+
+
+async def raising(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+    raise ValueError(f"cannot use {args['x']}")
+
+
+async def returning(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+    return ToolResult.text(f"used {args['x']}")
+
+
+async def hanging(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+    await trio.sleep_forever()
+    raise AssertionError("not reached")
+
+
+ERROR_PATHS: dict[str, tuple[AgentTool | None, dict[str, Any]]] = {
+    "invalid arguments": (
+        make_tool(
+            "typed", returning, schema={"type": "object", "properties": {"n": {"type": "integer"}}}
+        ),
+        {"n": MARKER, "x": MARKER},
+    ),
+    "unknown tool": (None, {"x": MARKER}),
+    "tool raises": (make_tool("raising", raising), {"x": MARKER}),
+    "blocked before": (make_tool("blocked", returning), {"x": MARKER}),
+    "overridden after": (make_tool("overridden", returning), {"x": MARKER}),
+    "time limit": (make_tool("hanging", hanging), {"x": MARKER}),
+    "succeeds": (make_tool("returning", returning), {"x": MARKER}),
+}
+
+
+async def before(context: BeforeToolCallContext) -> BeforeToolCallResult | None:
+    if context.tool_call.name == "blocked":
+        return BeforeToolCallResult(block=True, reason=f"refused {context.args}")
+    return None
+
+
+async def after(context: AfterToolCallContext) -> AfterToolCallResult | None:
+    if context.tool_call.name == "overridden":
+        return AfterToolCallResult(content=[TextContent(f"no: {context.args}")], is_error=True)
+    return None
+
+
+def every_string_of(span: ReadableSpan) -> str:
+    """All a span carries as text: its name, attributes, events and status."""
+    events = [(event.name, dict(event.attributes or {})) for event in span.events]
+    return repr((span.name, dict(span.attributes or {}), events, span.status.description))
+
+
+@pytest.mark.parametrize("path", list(ERROR_PATHS))
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_no_argument_or_result_reaches_a_span_without_capture_content(
+    autojump_clock: trio.abc.Clock, path: str, mode: Any
+) -> None:
+    tool, arguments = ERROR_PATHS[path]
+    name = tool.name if tool is not None else "missing"
+    calls = faux.reply(
+        faux.tool_call(name, arguments, id="c1"), faux.tool_call("companion", {"x": 1}, id="c2")
+    )
+    tools = [t for t in (tool, make_tool("companion", returning)) if t is not None]
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = Agent(
+        faux.model([calls, "done"]),
+        tools=tools,
+        before_tool_call=before,
+        after_tool_call=after,
+        tool_time_limit=1,
+        tool_execution=mode,
+    )
+    agent.subscribe(Tracing(provider).listener)
+    await agent.prompt("go")
+    results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
+    first = results[0]
+    assert first.is_error == (path != "succeeds"), first
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans].count(f"execute_tool {name}") == 1
+    for span in spans:
+        assert MARKER not in every_string_of(span)
+    (tool_span,) = [s for s in spans if s.name == f"execute_tool {name}"]
+    if path == "succeeds":
+        assert tool_span.status.status_code is StatusCode.UNSET
+    else:
+        assert (tool_span.status.status_code, tool_span.status.description) == (
+            StatusCode.ERROR,
+            "tool_error",
+        )
+    # With capture_content, the same run records them: the test would see a leak.
+    exporter.clear()
+    agent = Agent(
+        faux.model([calls, "done"]),
+        tools=tools,
+        before_tool_call=before,
+        after_tool_call=after,
+        tool_time_limit=1,
+        tool_execution=mode,
+    )
+    agent.subscribe(Tracing(provider, capture_content=True).listener)
+    await agent.prompt("go")
+    (tool_span,) = [s for s in exporter.get_finished_spans() if s.name == f"execute_tool {name}"]
+    assert MARKER in every_string_of(tool_span)
+
+
+async def test_a_value_dumps_refuses_is_recorded_as_a_note_and_the_run_goes_on(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+
+    async def odd(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        return ToolResult.text("ok", details=deep if args["deep"] else {"when": {1, 2}})
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    calls = faux.reply(
+        faux.tool_call("odd", {"deep": True}, id="c1"),
+        faux.tool_call("odd", {"deep": False}, id="c2"),
+    )
+    agent = Agent(faux.model([calls, "done"]), tools=[make_tool("odd", odd)])
+    agent.subscribe(Tracing(provider, capture_content=True).listener)
+    await agent.prompt("go")
+    assert agent.state.messages[-1].text == "done"  # type: ignore[union-attr]
+    notes = sorted(str(s.attributes["gen_ai.tool.call.result"]) for s in tool_spans(exporter))  # type: ignore[index]
+    assert notes[0].startswith("[not recorded: Object of type set is not JSON serializable"), notes
+    assert notes[1].startswith(
+        "[not recorded: cannot write ToolResult.details as JSON: it is nested deeper than 256"
+    ), notes
 
 
 def test_importing_trio_agent_does_not_import_opentelemetry() -> None:

@@ -8,6 +8,18 @@ carries its ``type`` and each message its ``role``, and a field that is
 out, as pi leaves out ``undefined``. So a transcript saved here can be read by
 pi-based tools and the other way round.
 
+What :func:`dumps` writes, :func:`loads` reads back, whatever the values: JSON
+has no place for some of them, and they are written as pi's ``JSON.stringify``
+writes them, or refused. A number that is not finite (NaN, an infinity) is
+written as ``null``, and so is an integer too long for Python to write as text
+(more than ``sys.get_int_max_str_digits()`` digits, 4,300 by default; no float
+holds one). A lone surrogate (half of a UTF-16 pair, which no UTF-8 text can
+hold: a server's ``"\\ud800"``, a file name that is not UTF-8 read by Python) is
+written as U+FFFD (the replacement character), and two halves of a pair as the
+character they make. A free-form value (a tool call's arguments, a result's
+``details``, an event's ``args``) may nest :data:`MAX_NESTING` arrays and objects
+deep; deeper, :func:`dumps` raises ``ValueError`` naming it.
+
 Reading is strict: unknown keys, unknown roles or block types, and values of
 the wrong type are a :class:`~trio_agent.TranscriptError` listing every
 problem with its path (``$[3].content[0].text``). Missing optional keys take
@@ -16,15 +28,19 @@ their defaults (a missing timestamp is now). A transcript is untrusted input
 raises ``TranscriptError``: text that is not JSON (``NaN`` and ``Infinity``
 included, which pi's ``JSON.parse`` refuses too), nesting deeper than Python's
 parser can follow, numbers no float can hold, and wrong types at any depth.
+It repairs what :func:`dumps` would have: a lone surrogate in a string (a
+``\\udXXX`` escape, as ``JSON.stringify`` writes one) is read as U+FFFD, and a
+``null`` in a number field (a cost: where ``JSON.stringify`` wrote a NaN) as NaN.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import reprlib
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -77,6 +93,12 @@ from ._messages import (
 
 __all__ = ["dumps", "from_json", "loads", "register_message_kind", "to_json"]
 
+MAX_NESTING = 256
+"""How many arrays and objects deep a free-form value (a tool call's arguments, a result's
+``details``, an event's ``args``) may nest for :func:`dumps` to write it. Deeper than any a
+server can send (the providers' parser stops at about 200 levels), and shallow enough for
+:func:`loads` to read back from any sensible depth of the stack."""
+
 T = TypeVar("T")
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
@@ -114,12 +136,15 @@ def _strict(kind: type[Any], what: str, *accepted: type[Any]) -> Callable[[Any, 
 
 
 def _number(value: Any, _: Any) -> float:
-    """A structure hook for ``float`` fields: a finite JSON number.
+    """A structure hook for ``float`` fields: a finite JSON number, or ``null`` for NaN.
 
-    ``NaN`` and the infinities (``1e999`` parses as one) would be written back as
-    ``NaN`` / ``Infinity``, which is not JSON; an integer past a float's range has no
-    float to become.
+    ``null`` is what :func:`dumps` (and ``JSON.stringify``) write for a number that is
+    not finite: it reads back as NaN. A number that is not finite in the text
+    (``1e999`` parses as an infinity) is refused; so is an integer past a float's
+    range, which has no float to become.
     """
+    if value is None:
+        return math.nan
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise TypeError(f"expected a number, got {_shown(value)}")
     try:
@@ -186,6 +211,85 @@ _OMITTED_WHEN: dict[str, object] = {
 }
 
 
+_LONG_INT_BITS = 14_000  # fewer bits: fewer than 4,300 digits, Python's default limit
+
+
+def _integer(value: int) -> int | None:
+    """``value``, or ``None`` when it is too long for Python to write as text."""
+    if value.bit_length() <= _LONG_INT_BITS:
+        return value
+    try:
+        str(value)
+    except ValueError:  # more digits than sys.get_int_max_str_digits()
+        return None
+    return value
+
+
+def _too_deep(what: str, value: Any, limit: int) -> ValueError:
+    return ValueError(
+        f"cannot write {what} as JSON: it is nested deeper than {limit} arrays and objects"
+        f" ({_shown(value)})"
+    )
+
+
+def _plain(value: Any, what: str, limit: int = MAX_NESTING) -> Any:
+    """``value`` (any JSON-like value) as plain JSON data that :func:`loads` reads back.
+
+    A copy, made without recursion: a number that is not finite, and an integer too long
+    to write, become ``None``; a mapping becomes a dict, a list, tuple or other sequence
+    a list; anything else (a message, a block) what the converter makes of it. Nested
+    deeper than ``limit`` arrays and objects, ``ValueError`` naming ``what``.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(value, holder, 0, 0)]
+    while stack:
+        item, into, key, depth = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            into[key] = item
+        elif kind is int:
+            into[key] = _integer(item)
+        elif kind is float:
+            into[key] = item if math.isfinite(item) else None
+        elif isinstance(item, Mapping):
+            if depth == limit:
+                raise _too_deep(what, value, limit)
+            mapping = dict.fromkeys(item)
+            into[key] = mapping
+            stack.extend((inner, mapping, name, depth + 1) for name, inner in item.items())
+        elif isinstance(item, list | tuple) or (
+            isinstance(item, Sequence) and not isinstance(item, str | bytes | bytearray)
+        ):
+            if depth == limit:
+                raise _too_deep(what, value, limit)
+            items = [None] * len(item)
+            into[key] = items
+            stack.extend((inner, items, index, depth + 1) for index, inner in enumerate(item))
+        elif isinstance(item, str | int):  # a str or int enum: written as its value
+            into[key] = item
+        elif isinstance(item, float):
+            into[key] = item if math.isfinite(item) else None
+        else:
+            into[key] = _converter.unstructure(item)
+    return holder[0]
+
+
+def _free_form(what: str) -> Callable[[Any], Any]:
+    """The unstructure hook of a free-form field (``details``, ``arguments``, ``args``)."""
+
+    def unstructure(value: Any) -> Any:
+        return _plain(value, what)
+
+    return unstructure
+
+
+def _is_free_form(into: Any) -> bool:
+    return into is Any or (typing.get_origin(into) is dict and typing.get_args(into)[1:] == (Any,))
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
@@ -194,7 +298,22 @@ def _camel(name: str) -> str:
 def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
     """Hooks for one attrs class: camelCase keys, its tag, optional keys left out."""
     fields = attrs.fields(cls)
-    renames = {field.name: override(rename=_camel(field.alias)) for field in fields if field.init}
+    try:
+        types = typing.get_type_hints(cls)
+    except Exception:  # a name an annotation uses is not where Python can find it
+        types = {field.name: field.type for field in fields}
+    renames = {
+        field.name: override(
+            rename=_camel(field.alias),
+            unstruct_hook=(
+                _free_form(f"{cls.__name__}.{field.name}")
+                if _is_free_form(types.get(field.name))
+                else None
+            ),
+        )
+        for field in fields
+        if field.init
+    }
     # cattrs types the keyword overrides as one fixed keyword, not as **kwargs of overrides.
     unstructure = make_dict_unstructure_fn(cls, _converter, **renames)  # type: ignore[arg-type]  # see above
     structure = make_dict_structure_fn(cls, _converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[arg-type]  # see above
@@ -315,12 +434,12 @@ def register_message_kind(cls: type[Any]) -> type[Any]:
 
 
 def _register_event(cls: type[Any]) -> None:
-    names = [field.alias for field in attrs.fields(cls)]
+    names = [(field.alias, f"{cls.__name__}.{field.alias}") for field in attrs.fields(cls)]
 
     def to_json(event: Any) -> dict[str, Any]:
         data: dict[str, Any] = {"type": event.type}
-        for name in names:
-            data[_camel(name)] = _converter.unstructure(getattr(event, name))
+        for name, what in names:
+            data[_camel(name)] = _plain(getattr(event, name), what)
         if isinstance(event, MessageUpdate):
             data["message"] = _converter.unstructure(event.message)
         return data
@@ -360,8 +479,11 @@ for _event_class in _EVENT_CLASSES:
 
 
 def to_json(value: Any) -> Any:
-    """``value`` (a message, block, event, or a list / dict of them) as plain JSON data."""
-    return _converter.unstructure(value)
+    """``value`` (a message, block, event, or a sequence / mapping of them) as plain JSON
+    data, as :func:`dumps` writes it (see the module's docs)."""
+    if attrs.has(type(value)):
+        return _converter.unstructure(value)
+    return _plain(value, "the value")
 
 
 _TOO_DEEP = "nested too deeply to read (past Python's recursion limit)"
@@ -426,14 +548,86 @@ def from_json(data: Any, into: Any = list[AgentMessage]) -> Any:
         raise TranscriptError(f"invalid {_what(into)}: {_TOO_DEEP}") from None
 
 
+# Enough for the fixed levels of a message or event around a free-form value.
+_ALL_NESTING = 4 * MAX_NESTING
+
+
+def _valid_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, and each pair of halves
+    written as two code points joined into the character they make."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 def dumps(value: Any, *, indent: int | None = None) -> str:
-    """``value`` (messages, a transcript, events, ...) as JSON text in pi's camelCase shape."""
-    return json.dumps(to_json(value), ensure_ascii=False, indent=indent)
+    """``value`` (messages, a transcript or any sequence of messages, events, ...) as JSON
+    text in pi's camelCase shape, which :func:`loads` reads back.
+
+    Numbers that are not finite, integers too long to write and lone surrogates are
+    written as the module's docs say. ``ValueError`` naming it when a free-form value
+    nests deeper than :data:`MAX_NESTING`, ``TypeError`` for a value that is not JSON
+    data (a ``set``, a ``datetime`` in ``details``).
+    """
+    try:
+        data = to_json(value)
+        try:
+            text = json.dumps(data, ensure_ascii=False, indent=indent, allow_nan=False)
+        except ValueError:  # a typed number field that is not finite (a cost), a huge int
+            data = _plain(data, "the value", _ALL_NESTING)
+            text = json.dumps(data, ensure_ascii=False, indent=indent, allow_nan=False)
+    except RecursionError:  # a message kind of the application's that nests without bound
+        raise ValueError(
+            f"cannot write {_shown(value)} as JSON: nested too deeply (past Python's"
+            " recursion limit)"
+        ) from None
+    return _valid_text(text)
 
 
 def _refuse_constant(name: str) -> Any:
     # json.loads' default reads these JavaScript literals as floats.
     raise ValueError(f"{name} is not a JSON value")
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _repair_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON) with every string, keys included, made valid text
+    (:func:`_valid_text`); without recursion, in place but for the top."""
+    if isinstance(value, str):
+        return _valid_text(value)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not all(key.isascii() for key in item):
+                repaired = {_valid_text(key): inner for key, inner in item.items()}
+                item.clear()
+                item.update(repaired)
+            for key, inner in item.items():
+                if isinstance(inner, str):
+                    item[key] = _valid_text(inner)
+                elif isinstance(inner, dict | list):
+                    stack.append(inner)
+        elif isinstance(item, list):
+            for index, inner in enumerate(item):
+                if isinstance(inner, str):
+                    item[index] = _valid_text(inner)
+                elif isinstance(inner, dict | list):
+                    stack.append(inner)
+    return value
+
+
+def _may_hold_surrogates(text: str) -> bool:
+    """Whether JSON ``text`` may hold a string with a lone surrogate (cheap to ask)."""
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        return True
+    return _valid_text(text) is not text
 
 
 def loads(data: str | bytes, into: Any = list[AgentMessage]) -> Any:
@@ -443,9 +637,12 @@ def loads(data: str | bytes, into: Any = list[AgentMessage]) -> Any:
     ``trio_agent.AgentMessage``, or ``list[...]`` of one. Unknown keys, roles
     and block types are rejected: :class:`~trio_agent.TranscriptError` names
     every problem and its path. Whatever ``data`` holds, the result is a value
-    of ``into`` or a ``TranscriptError``.
+    of ``into`` or a ``TranscriptError``. A lone surrogate in a string is read
+    as U+FFFD, and ``null`` in a number field as NaN (see the module's docs).
     """
     try:
+        if isinstance(data, bytes | bytearray):  # as json.loads decodes it
+            data = data.decode(json.detect_encoding(data), "surrogatepass")
         parsed = json.loads(data, parse_constant=_refuse_constant)
     except RecursionError:
         # The C parser recurses once per level of nesting, as deep as the stack allows.
@@ -455,4 +652,6 @@ def loads(data: str | bytes, into: Any = list[AgentMessage]) -> Any:
         ) from None
     except ValueError as exc:
         raise TranscriptError(f"not valid JSON: {exc}") from exc
+    if isinstance(data, str) and _may_hold_surrogates(data):
+        parsed = _repair_surrogates(parsed)
     return from_json(parsed, into)

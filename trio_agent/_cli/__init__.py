@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import secrets
 import shlex
 import signal
 import sys
@@ -61,6 +62,7 @@ from ..providers import anthropic, google, openai_chat, openai_responses
 from ..providers._common import HttpProvider
 from ._chat import HELP as CHAT_HELP
 from ._chat import Chat, ended_in_error
+from ._confine import escape_name
 from ._cost import usage_line
 from ._demo import SYSTEM_PROMPT, demo_model, demo_tools, prompt_for
 from ._files import file_tools
@@ -314,7 +316,8 @@ def _system_prompt(root: Path, given: str | None) -> str:
         return given
     return (
         "You are a helpful assistant with read-only access to the files of a project "
-        f"(its root: {root}) through the tools list_files, read_file and search_files."
+        f"(its root: {escape_name(str(root))}) through the tools list_files, read_file and "
+        "search_files."
     )
 
 
@@ -401,16 +404,56 @@ def _follow_tool_changes(agent: Agent, root: Path, servers: Sequence[McpServer])
         server.on_tools_changed(changed)
 
 
-async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
-    """Write the transcript to ``path``, replacing it whole (never half-written)."""
-    temporary = trio.Path(f"{path}.tmp")
+def _write_whole(path: Path, data: bytes) -> None:
+    """Replace the file ``path`` with ``data``, whole or not at all.
+
+    ``data`` goes to a new file beside ``path``, which is flushed to the disk and then
+    renamed over ``path``: a reader, a crash or a failure midway sees the old file or
+    the new one, never a mix. On any failure the new file is removed (the old one is
+    left as it was) and the exception propagates.
+    """
+    temporary = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = os.open(temporary, flags, 0o666)  # as open() makes a file: the umask applies
     try:
-        await temporary.write_text(dumps(list(messages), indent=1) + "\n", encoding="utf-8")
-        await temporary.replace(path)
-    except OSError as exc:
-        raise SessionError(
-            f"cannot save the transcript to {str(path)!r}: {exc.strerror or exc}"
-        ) from None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Flush ``folder``'s entries (a rename in it) to the disk, where the system allows."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # Windows opens no folder
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
+    """Write the transcript to ``path``, replacing it whole (never half-written; the file
+    it replaces is kept when writing fails). :class:`SessionError` saying why."""
+    try:
+        data = (dumps(messages, indent=1) + "\n").encode("utf-8")
+        await trio.to_thread.run_sync(_write_whole, path, data)
+    except (OSError, ValueError, TypeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SessionError(f"cannot save the transcript to {str(path)!r}: {reason}") from None
 
 
 async def _save_all(paths: Sequence[Path], messages: Sequence[AgentMessage]) -> None:

@@ -22,6 +22,15 @@ Platforms: Linux, macOS and the BSDs have ``dir_fd`` and ``O_NOFOLLOW`` and get 
 the above (:data:`AT_SUPPORTED`). Elsewhere (Windows) each component is checked with
 ``lstat`` just before it is opened by its path: links that lead out are refused as
 well, but a link swapped in between that check and the open is not caught.
+
+Names that are not UTF-8. On Linux and the BSDs a file name is bytes, and Python holds
+a byte that is not part of valid UTF-8 as a lone surrogate (U+DC80-U+DCFF), which no
+request to a model can carry. So the tools show names with :func:`escape_name`: such a byte
+as ``\\xNN`` (``caf\\xe9.txt``), and a backslash as ``\\\\`` so that the two cannot be
+confused; and they read each path they are given with :func:`unescape_path`, so a name
+shown reaches its file again. (A lone ``\\`` not followed by ``\\`` or ``xNN`` is taken
+as it is.) Where names are not bytes (Windows), names are shown as valid text and
+paths are taken as given.
 """
 
 from __future__ import annotations
@@ -30,7 +39,9 @@ import contextlib
 import errno
 import io
 import os
+import re
 import stat
+import sys
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
@@ -67,6 +78,44 @@ AT_SUPPORTED = (
 _LINK_ERRORS = frozenset({errno.ELOOP, errno.EMLINK})
 
 
+# Whether names are bytes that Python decodes with surrogateescape (POSIX), so that a
+# byte that is not UTF-8 can be shown as \xNN and given back.
+_ESCAPED_BYTES = os.name != "nt" and sys.getfilesystemencodeerrors() == "surrogateescape"
+_TO_SHOW = re.compile("[\\\\\ud800-\udfff]")  # a backslash, or a lone surrogate
+_SHOWN = re.compile(r"\\(\\|x[89a-fA-F][0-9a-fA-F])")  # \\, or \xNN of a byte past ASCII
+
+
+def _show(found: re.Match[str]) -> str:
+    char = found[0]
+    if char == "\\":
+        return "\\\\"
+    if "\udc80" <= char <= "\udcff":  # a byte that is not UTF-8 (surrogateescape)
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return "\ufffd"  # half of a UTF-16 pair: never a POSIX name's
+
+
+def escape_name(name: str) -> str:
+    """``name`` (a file name or a path) as the tools show it: valid text, which
+    :func:`unescape_path` turns back into ``name``. See the module's docs."""
+    if name.isascii() and "\\" not in name:
+        return name
+    if not _ESCAPED_BYTES:
+        return name.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return _TO_SHOW.sub(_show, name)
+
+
+def _unshow(found: re.Match[str]) -> str:
+    escape = found[1]
+    return "\\" if escape == "\\" else chr(0xDC00 + int(escape[1:], 16))
+
+
+def unescape_path(path: str) -> str:
+    """The path that ``path``, written as :func:`escape_name` writes names, stands for."""
+    if not _ESCAPED_BYTES or "\\" not in path:
+        return path
+    return _SHOWN.sub(_unshow, path)
+
+
 class OutsideRootError(ValueError):
     """A path leads outside the root (by ``..``, as an absolute path, or through a link)."""
 
@@ -80,7 +129,7 @@ def resolve_inside(root: Path, path: str) -> Path:
     :class:`OutsideRootError` if it leaves the root."""
     if len(path) > MAX_PATH_CHARS:
         raise ValueError(f"path is {len(path):,} characters long; at most {MAX_PATH_CHARS:,}")
-    resolved = (root / path).resolve()
+    resolved = (root / unescape_path(path)).resolve()
     if resolved != root and root not in resolved.parents:
         raise OutsideRootError(f"path {path!r} is outside the root {str(root)!r}")
     return resolved
@@ -207,8 +256,8 @@ class _Budget:
 def walk(
     folder: Folder, prefix: str, poll: Callable[[], None]
 ) -> Generator[tuple[str, Folder, str], None, None]:
-    """The regular files under ``folder``: ``(prefix + their path, their folder, their name)``,
-    each folder's files (by name) before its sub-folders (by name).
+    """The regular files under ``folder``: ``(prefix + their path as shown, their folder,
+    their name)``, each folder's files (by name) before its sub-folders (by name).
 
     Links are never followed, :data:`SKIPPED_DIRS` are left out, and folders deeper than
     :data:`MAX_DEPTH` are not entered. A file's folder is open until the next item: open
@@ -241,7 +290,7 @@ def _walk(
             elif entry.is_file(follow_symlinks=False):
                 files.append(entry.name)
     for name in sorted(files):
-        yield prefix + name, folder, name
+        yield prefix + escape_name(name), folder, name
     if depth >= MAX_DEPTH:
         return
     for name in sorted(folders):
@@ -254,7 +303,7 @@ def _walk(
             inner.close()
             continue
         try:
-            yield from _walk(inner, f"{prefix}{name}/", poll, depth + 1, budget)
+            yield from _walk(inner, f"{prefix}{escape_name(name)}/", poll, depth + 1, budget)
         finally:
             close_folder(inner)
 

@@ -43,6 +43,7 @@ from ._confine import (
     Folder,
     NotRegularError,
     WalkTooLarge,
+    escape_name,
     open_at,
     open_inside,
     open_parts,
@@ -256,11 +257,11 @@ def _listing(folder: Folder, display: str) -> str:
     result = _Result()
     for name, entry in chosen:
         if entry.is_symlink():
-            label = name + "@"
+            label = escape_name(name) + "@"
         elif entry.is_dir(follow_symlinks=False):
-            label = name + "/"
+            label = escape_name(name) + "/"
         else:
-            label = name
+            label = escape_name(name)
         if not result.add(label):
             break
 
@@ -368,9 +369,9 @@ def file_tools(root: Path) -> list[AgentTool]:
         parts = parts_inside(base, path)
         with open_parts(base, parts, path) as top:
             if isinstance(top, io.FileIO):
-                search.file("/".join(parts), top)
+                search.file("/".join(map(escape_name, parts)), top)
             else:
-                search.tree(top, "".join(part + "/" for part in parts))
+                search.tree(top, "".join(escape_name(part) + "/" for part in parts))
         return search.result.text(search.note) or f"no match for {_shown(pattern)}"
 
     return [list_files, read_file, search_files]
