@@ -4,6 +4,7 @@ its copy into each run's config and the API reference follow them."""
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import typing
 from pathlib import Path
@@ -168,3 +169,73 @@ def test_the_api_reference_says_what_the_agent_does_with_the_other_keywords_and_
     text = _entry("#### `Agent(")
     assert _mentions(text, "AgentLoopConfig")
     assert [name for name in sorted(AGENT_ONLY | PER_RUN) if not _mentions(text, name)] == []
+
+
+# -- the request options a config refuses ----------------------------------------------------------
+
+REFUSED: list[tuple[str, Any, type[Exception], str]] = [
+    ("max_retries", -1, ValueError, "max_retries must be an int of 0 or more, not -1"),
+    ("max_retries", True, ValueError, "max_retries must be an int of 0 or more, not True"),
+    ("max_retries", 2.0, ValueError, "max_retries must be an int of 0 or more, not 2.0"),
+    (
+        "max_retry_delay",
+        math.nan,
+        ValueError,
+        "max_retry_delay must be a number of seconds of 0 or more, not nan",
+    ),
+    (
+        "max_retry_delay",
+        -0.5,
+        ValueError,
+        "max_retry_delay must be a number of seconds of 0 or more, not -0.5",
+    ),
+    (
+        "max_retry_delay",
+        10**400,
+        ValueError,
+        "max_retry_delay must be a number of seconds of 0 or more, not an int of 1329 bits "
+        "(too large for a float)",
+    ),
+    (
+        "max_retry_delay",
+        "60",
+        ValueError,
+        "max_retry_delay must be a number of seconds of 0 or more, not '60'",
+    ),
+    ("timeouts", 5, TypeError, "timeouts must be a Timeouts, not 5"),
+]
+
+
+@pytest.mark.parametrize(("name", "bad", "kind", "message"), REFUSED)
+def test_a_config_and_an_agent_refuse_request_options_out_of_range(
+    name: str, bad: Any, kind: type[Exception], message: str
+) -> None:
+    model = faux.model(["hi"])
+    for make in (AgentLoopConfig, Agent):
+        with pytest.raises(kind) as info:
+            make(model=model, **{name: bad})
+        assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("max_retries", 0), ("max_retry_delay", 0), ("max_retry_delay", math.inf)]
+)
+def test_the_edges_of_the_request_options_are_taken(name: str, value: Any) -> None:
+    assert getattr(AgentLoopConfig(model=faux.model(["hi"]), **{name: value}), name) == value
+
+
+@pytest.mark.parametrize("field", ["connect", "first_byte", "idle"])
+@pytest.mark.parametrize("bad", [0, -1, math.inf, math.nan, True, "10", 10**400])
+def test_a_timeout_must_be_a_positive_finite_number(field: str, bad: Any) -> None:
+    with pytest.raises(
+        ValueError,
+        match=rf"^timeouts\.{field} must be a positive finite number "
+        "of seconds or None, not ",
+    ):
+        Timeouts(**{field: bad})
+
+
+def test_the_smallest_timeouts_and_none_are_taken() -> None:
+    assert Timeouts(connect=1e-9, first_byte=None, idle=5) == Timeouts(
+        connect=1e-9, first_byte=None, idle=5
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
@@ -20,7 +21,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._stream import ReasoningLevel, Timeouts
-from ._tools import AgentTool, check_time_limit
+from ._tools import AgentTool, check_time_limit, shown_number as _number
 
 __all__ = [
     "AfterToolCallContext",
@@ -171,9 +172,9 @@ class AgentLoopConfig:
     reasoning: ReasoningLevel | None = None
     session_id: str | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
-    max_retries: int = 2
-    max_retry_delay: float = 60.0
-    timeouts: Timeouts = Timeouts()
+    max_retries: int = attrs.field(default=2)
+    max_retry_delay: float = attrs.field(default=60.0)
+    timeouts: Timeouts = attrs.field(default=Timeouts())
     tool_execution: ToolExecution = attrs.field(default="parallel")
     tool_time_limit: float | None = attrs.field(default=None)
     max_parallel_tools: int | None = attrs.field(default=None)
@@ -209,6 +210,27 @@ class AgentLoopConfig:
     def _check_tool_execution(self, attribute: attrs.Attribute[str], value: str) -> None:
         if value not in ("parallel", "sequential"):
             raise ValueError(f"tool_execution must be 'parallel' or 'sequential', not {value!r}")
+
+    @max_retries.validator
+    def _check_max_retries(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"max_retries must be an int of 0 or more, not {value!r:.80}")
+
+    @max_retry_delay.validator
+    def _check_max_retry_delay(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        # math.inf is allowed: wait as long as the server asks (but never forever).
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            with contextlib.suppress(OverflowError):  # an int no float holds: refused below
+                if float(value) >= 0:  # False for NaN
+                    return
+        raise ValueError(
+            f"max_retry_delay must be a number of seconds of 0 or more, not {_number(value)}"
+        )
+
+    @timeouts.validator
+    def _check_timeouts(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, Timeouts):
+            raise TypeError(f"timeouts must be a Timeouts, not {value!r:.80}")
 
     @tool_time_limit.validator
     def _check_tool_time_limit(self, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -63,6 +63,7 @@ from ._messages import (
     now_ms,
 )
 from ._model import Model
+from ._tools import check_time_limit
 
 if TYPE_CHECKING:
     from ._tools import AgentTool
@@ -93,6 +94,10 @@ class LlmContext:
     tools: Sequence[AgentTool] = ()
 
 
+def _check_timeout(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    check_time_limit(value, f"timeouts.{attribute.name}")
+
+
 @attrs.frozen(kw_only=True)
 class Timeouts:
     """Time limits of one model request, in seconds (``None``: no limit).
@@ -101,11 +106,12 @@ class Timeouts:
     request to the response's head; ``idle``: for each read of the streamed
     body (a server that sends nothing, not even a keep-alive, for that long
     is given up on). Each ends the reply as an error that keeps what arrived.
+    Each is None or a positive finite number (``ValueError`` naming it otherwise).
     """
 
-    connect: float | None = 10.0
-    first_byte: float | None = 60.0
-    idle: float | None = 60.0
+    connect: float | None = attrs.field(default=10.0, validator=_check_timeout)
+    first_byte: float | None = attrs.field(default=60.0, validator=_check_timeout)
+    idle: float | None = attrs.field(default=60.0, validator=_check_timeout)
 
 
 @attrs.frozen(kw_only=True)

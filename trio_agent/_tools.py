@@ -17,6 +17,7 @@ function and runs a sync function in a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -84,18 +85,23 @@ def check_time_limit(value: Any, what: str) -> None:
     if value is None:
         return
     if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
+        with contextlib.suppress(OverflowError):  # an int no float holds: refused below
             seconds = float(value)
-        except OverflowError:  # an int no float can hold; its repr may be refused too
-            raise ValueError(
-                f"{what} must be a positive finite number of seconds or None, not an int of "
-                f"{int(value).bit_length()} bits (too large for a float)"
-            ) from None
-        if math.isfinite(seconds) and seconds > 0:
-            return
+            if math.isfinite(seconds) and seconds > 0:
+                return
     raise ValueError(
-        f"{what} must be a positive finite number of seconds or None, not {value!r:.80}"
+        f"{what} must be a positive finite number of seconds or None, not {shown_number(value)}"
     )
+
+
+def shown_number(value: Any) -> str:
+    """``value`` for an error message: an int too long to show as digits (its repr may
+    be refused, or run to thousands of characters) by its size, anything else by its
+    repr cut to 80 characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        bits = value.bit_length()
+        return f"an int of {bits} bits" + (" (too large for a float)" if bits > 1024 else "")
+    return f"{value!r:.80}"
 
 
 def _check_time_limit(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
