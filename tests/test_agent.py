@@ -733,3 +733,26 @@ async def test_a_saved_transcript_resumes_in_a_new_agent() -> None:
     second.follow_up("try again")
     await second.continue_()
     assert texts(second.state.messages)[-2:] == ["try again", "resumed"]
+
+
+async def test_an_id_the_model_gave_two_calls_is_pending_while_either_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The server picks the ids: two parallel calls with one id are two pending calls."""
+    reply = faux.reply(
+        faux.tool_call("sleepy", {"ms": 10}, id="same"),
+        faux.tool_call("sleepy", {"ms": 50}, id="same"),
+    )
+    agent = Agent(faux.model([reply, "done"]), tools=[SLEEPY])
+    seen: list[tuple[str, frozenset[str]]] = []
+
+    async def listener(event: AgentEvent) -> None:
+        if event.type == "tool_execution_end":
+            seen.append((event.type, agent.state.pending_tool_calls))
+
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    assert seen == [
+        ("tool_execution_end", frozenset({"same"})),  # the other call still runs
+        ("tool_execution_end", frozenset()),
+    ]

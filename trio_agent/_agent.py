@@ -180,7 +180,8 @@ class AgentState:
 
     @property
     def pending_tool_calls(self) -> frozenset[str]:
-        """The ids of the tool calls that have started and not ended."""
+        """The ids of the tool calls that have started and not ended (an id the model gave
+        two calls stays while either runs)."""
         return frozenset(self._agent._pending_tool_calls)
 
     @property
@@ -282,7 +283,8 @@ class Agent:
         self._owed: tuple[AgentEvent, tuple[AgentListener, ...]] | None = None
         self._run: _ActiveRun | None = None
         self._streaming: MessageStart | MessageUpdate | None = None
-        self._pending_tool_calls: set[str] = set()
+        # The calls started and not ended, by id: how many (a model may give two calls one id).
+        self._pending_tool_calls: dict[str, int] = {}
         self._error_message: str | None = None
         self._state = AgentState(self)
 
@@ -471,9 +473,13 @@ class Agent:
             self._streaming = None
             self._messages.append(event.message)
         elif event.type == "tool_execution_start":
-            self._pending_tool_calls.add(event.tool_call_id)
+            pending = self._pending_tool_calls
+            pending[event.tool_call_id] = pending.get(event.tool_call_id, 0) + 1
         elif event.type == "tool_execution_end":
-            self._pending_tool_calls.discard(event.tool_call_id)
+            pending = self._pending_tool_calls
+            left = pending.pop(event.tool_call_id, 1) - 1
+            if left:  # the model gave this id to more than one call
+                pending[event.tool_call_id] = left
         elif event.type == "turn_end":
             if event.message.error_message:
                 self._error_message = event.message.error_message
@@ -671,7 +677,7 @@ class Agent:
         self._messages = []
         self._error_message = None
         self._streaming = None
-        self._pending_tool_calls = set()
+        self._pending_tool_calls = {}
         self.clear_all_queues()
 
     def _loop_config(self, skip_first_steering_poll: bool) -> AgentLoopConfig:
@@ -735,7 +741,7 @@ class Agent:
                     raise error
         finally:
             self._streaming = None
-            self._pending_tool_calls = set()
+            self._pending_tool_calls = {}
             self._owed = None
             self._run = None
             active.done.set()
