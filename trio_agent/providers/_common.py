@@ -12,14 +12,17 @@ for those; it lets ``trio.Cancelled`` and a listener's exception through.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
 
 import attrs
 import jiter
 import trio
 
+from .. import _catalog
 from .._events import AssistantMessageEvent
 from .._messages import (
     AssistantMessage,
@@ -42,6 +45,7 @@ __all__ = [
     "Parser",
     "PartialJson",
     "ProviderFailure",
+    "key_servers",
     "level_value",
     "model_effort",
     "offered_level",
@@ -50,6 +54,7 @@ __all__ = [
     "parse_json",
     "prepare_messages",
     "priced",
+    "server_of",
 ]
 
 
@@ -385,6 +390,78 @@ Anthropic API takes its key from ``KIMI_API_KEY`` or ``MINIMAX_API_KEY``, and
 ``ANTHROPIC_API_KEY`` never goes to their servers."""
 
 
+_KEY_SERVERS_BEYOND_CATALOG = {
+    "OPENAI_API_KEY": ("https://api.openai.com",),
+    "ANTHROPIC_API_KEY": ("https://api.anthropic.com",),
+    "GEMINI_API_KEY": ("https://generativelanguage.googleapis.com",),
+    "GOOGLE_API_KEY": ("https://generativelanguage.googleapis.com",),
+    "MISTRAL_API_KEY": ("https://api.mistral.ai",),
+    "TOGETHER_API_KEY": ("https://api.together.xyz",),
+}
+"""Servers of a key's provider besides those the catalog lists for it: the APIs' own
+hosts, and hosts the chat provider knows (``openai_chat.detect_provider``)."""
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+_Server = tuple[str, str, int]
+"""Where a request goes: scheme, host (lower case) and port."""
+
+
+def server_of(url: str) -> _Server | None:
+    """The scheme, host and port ``url`` names (None when it names no host), as httpx
+    reads them: a user name or password before the host, a path, a query or a
+    fragment change nothing."""
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    host = parts.hostname
+    if not host:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, host, port or _DEFAULT_PORTS.get(scheme, 0)
+
+
+def _shown(server: _Server | None, url: str) -> str:
+    """Where a request goes, for a message: the URL's scheme, host and port only (a
+    password in it is not shown)."""
+    if server is None:
+        return repr(url[:100])
+    scheme, host, port = server
+    host = f"[{host}]" if ":" in host else host
+    default = _DEFAULT_PORTS.get(scheme)
+    return f"{scheme}://{host}" if port == default else f"{scheme}://{host}:{port}"
+
+
+@functools.cache
+def _key_servers() -> dict[str, frozenset[_Server]]:
+    """The servers each key variable may be sent to: over HTTPS, those of every catalog
+    provider whose key it is (:data:`KEY_VARIABLES`), on any API, and
+    :data:`_KEY_SERVERS_BEYOND_CATALOG`. Made once, on the first key read from the
+    environment."""
+    found: dict[str, set[_Server]] = {}
+    urls = [
+        (variable, model.base_url)
+        for model in _catalog.list_models()
+        if (variable := KEY_VARIABLES.get(model.provider))
+    ]
+    urls += [
+        (variable, url) for variable, more in _KEY_SERVERS_BEYOND_CATALOG.items() for url in more
+    ]
+    for variable, url in urls:
+        server = server_of(url)
+        if server is not None and server[0] == "https":
+            found.setdefault(variable, set()).add(server)
+    return {variable: frozenset(servers) for variable, servers in found.items()}
+
+
+def key_servers(variable: str) -> frozenset[_Server]:
+    """The servers (scheme, host, port) the key in the environment variable ``variable``
+    may be sent to: its provider's, over HTTPS; none for a variable no provider owns."""
+    return _key_servers().get(variable, frozenset())
+
+
 class HttpProvider:
     """A provider over HTTP: a subclass says how to ask and how to read the answer."""
 
@@ -408,14 +485,42 @@ class HttpProvider:
         return (variable,) if variable else self.env_keys
 
     def api_key(self, model: Model, options: StreamOptions) -> str | None:
-        """The key: the option, else the first of :meth:`key_variables` that is set."""
+        """The key to send: the option (``api_key``, or what ``get_api_key`` gave), to
+        whatever server the model names; else the first of :meth:`key_variables` that
+        is set, if the request goes to a server of the provider that key belongs to
+        (:func:`key_servers`: its host, over HTTPS, decides, not the model's provider
+        label); else None."""
         if options.api_key:
             return options.api_key
-        for name in self.key_variables(model):
+        variables = self.key_variables(model)
+        if not variables:
+            return None
+        server = server_of(model.base_url)
+        for name in variables:
             value = os.environ.get(name)
-            if value:
+            if value and server in key_servers(name):
                 return value
         return None
+
+    def missing_key(self, model: Model, remedy: str = "give api_key (or get_api_key)") -> str:
+        """Why a request to ``model`` goes without a key, and ``remedy``: which variable to
+        set, or which variables hold keys for other servers than the one it goes to."""
+        provider = model.provider or self.label
+        variables = self.key_variables(model)
+        if not variables:
+            return f"no API key for {provider}: {remedy}"
+        server = server_of(model.base_url)
+        usable = [name for name in variables if server in key_servers(name)]
+        if usable:
+            return f"no API key for {provider}: set {' or '.join(usable)}, or {remedy}"
+        servers = sorted({known for name in variables for known in key_servers(name)})
+        where = " or ".join(_shown(known, "") for known in servers) or "its provider's servers"
+        names = " and ".join(variables)
+        verb = "is" if len(variables) == 1 else "are"
+        return (
+            f"no API key for {provider} at {_shown(server, model.base_url)}: "
+            f"{names} {verb} sent only to {where}; for this server, {remedy}"
+        )
 
     def needs_key(self, model: Model) -> bool:
         """Whether a request without a key is refused before it is sent."""
@@ -441,6 +546,10 @@ class HttpProvider:
     ) -> AssistantMessage:
         """The stream function of this provider (loop.md §3).
 
+        The key goes only where :meth:`api_key` allows; when there is none to send
+        and the server needs one (:meth:`needs_key`), the reply is an error that
+        says why (:meth:`missing_key`), and no request is sent.
+
         The key never leaves in an error message. Every text that says what
         went wrong — a failure of the transport or the parser, and the final
         message's ``error_message``, which the parser may have made from the
@@ -461,13 +570,7 @@ class HttpProvider:
         )
         key = self.api_key(model, options)
         if key is None and self.needs_key(model):
-            names = " or ".join(self.key_variables(model)) or "an environment variable"
-            return await self._fail(
-                builder,
-                model,
-                emit,
-                f"no API key for {provider}: set {names}, or give api_key (or get_api_key)",
-            )
+            return await self._fail(builder, model, emit, self.missing_key(model))
         secrets = (key,) if key else ()
         parser = self.parser(model, builder)
         try:
