@@ -36,6 +36,7 @@ from .._messages import (
 )
 from .._model import Model
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
+from ._guard import GuardedBuilder
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure, Transport, redact
 
@@ -550,28 +551,49 @@ class HttpProvider:
         and the server needs one (:meth:`needs_key`), the reply is an error that
         says why (:meth:`missing_key`), and no request is sent.
 
-        The key never leaves in an error message. Every text that says what
-        went wrong — a failure of the transport or the parser, and the final
-        message's ``error_message``, which the parser may have made from the
-        server's stop reason — passes through :func:`redact` here, the one
-        gate between the server and the events, the transcript and the
-        caller. Server text cut short before it came here (a parser quotes
-        the first few hundred characters of an event) loses the piece of a
-        key that the cut left (4 characters or more; see :func:`redact`).
+        The key never comes back from the server into the reply. Every text
+        that says what went wrong — a failure of the transport or the parser,
+        and the final message's ``error_message``, which the parser may have
+        made from the server's stop reason — passes through :func:`redact`
+        here, the one gate between the server and the events, the transcript
+        and the caller. Server text cut short before it came here (a parser
+        quotes the first few hundred characters of an event) loses the piece
+        of a key that the cut left (4 characters or more; see :func:`redact`).
         Then the text is cut to :data:`MAX_ERROR_CHARS`, whatever length the
         server gave it.
+
+        When the request carries a key, the reply is built by a
+        :class:`~trio_agent.providers._guard.GuardedBuilder`, which treats every
+        other text the server chooses alike: the response id, tool calls' ids,
+        names and arguments (every string in them, at any depth), signatures,
+        and the text of every block — where the key may come whole or split
+        across deltas: each block's deltas show the text as ``redact`` leaves
+        it, the end that could still become the key held back until the next
+        delta (or the block's end) says. A key in another encoding (JSON
+        ``\\u`` escapes, base64, reversed) is not the key's text, and is not
+        found there (the parsed arguments, where escapes are decoded, are
+        clean). A request without a key (a local server) is built plainly.
         """
         provider = model.provider or self.label
-        builder = AssistantMessageBuilder(
-            api=model.api,
-            provider=provider,
-            model=model.id,
-            provider_thinking_level=self.thinking_level(model, options),
-        )
+        level = self.thinking_level(model, options)
         key = self.api_key(model, options)
-        if key is None and self.needs_key(model):
-            return await self._fail(builder, model, emit, self.missing_key(model))
         secrets = (key,) if key else ()
+        guard: GuardedBuilder | None = None
+        builder: AssistantMessageBuilder
+        if secrets:
+            builder = guard = GuardedBuilder(
+                secrets,
+                api=model.api,
+                provider=provider,
+                model=model.id,
+                provider_thinking_level=level,
+            )
+        else:
+            builder = AssistantMessageBuilder(
+                api=model.api, provider=provider, model=model.id, provider_thinking_level=level
+            )
+            if self.needs_key(model):
+                return await self._fail(builder, model, emit, self.missing_key(model))
         parser = self.parser(model, builder)
         try:
             request = self.build_request(model, context, options, key)
@@ -591,11 +613,16 @@ class HttpProvider:
                         except Exception as exc:  # a parser's bug: still an error reply
                             what = f"an event {event.event[:40]!r}"
                             raise _unreadable(provider, what, exc, secrets) from None
+                        if guard is not None and guard.untidy:
+                            stream_events = guard.released(stream_events)
                         for stream_event in stream_events:
                             await emit(stream_event)
                         if parser.finished:
                             break
-                for stream_event in _guarded(parser.end, provider, secrets):
+                closing = _guarded(parser.end, provider, secrets)
+                if guard is not None:
+                    closing = guard.released(closing)
+                for stream_event in closing:
                     await emit(stream_event)
                 if parser.finished:
                     await events.drain()  # the connection goes back to the run's pool
@@ -609,9 +636,13 @@ class HttpProvider:
                 closing = _guarded(parser.end, provider, secrets)
             except ProviderFailure:  # the parser's own close failed: the generic one
                 closing = Parser.end(parser)
+            if guard is not None:
+                closing = guard.released(closing)
             for stream_event in closing:
                 await emit(stream_event)
             return await self._fail(builder, model, emit, _told(str(failure), secrets))
+        if guard is not None:
+            message = guard.scrub(message)
         error = message.error_message
         message = attrs.evolve(
             message,
