@@ -6,11 +6,12 @@ import contextlib
 import queue
 import ssl
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx  # noqa: ASYNC127  (the design's client)
 import trio
 import trio.testing
 
@@ -80,6 +81,33 @@ async def call(
     with trio.fail_after(120):
         message = await stream_fn(model, ctx or context(), opts or options(), emit)
     return Call(message, events)
+
+
+class _ToLoopback(httpx.AsyncBaseTransport):
+    """Sends every request to the loopback server at ``url``, over plain HTTP, whatever
+    server its URL names; the request is otherwise as sent (its ``host`` header names
+    the server of its URL)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = httpx.URL(url)
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = self._url
+        request.url = request.url.copy_with(scheme=url.scheme, host=url.host, port=url.port)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@contextlib.asynccontextmanager
+async def as_if_at(server_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A client whose requests, to whichever server (``https://api.anthropic.com``), reach
+    the loopback server at ``server_url``: what a provider sends to its own servers, seen
+    by a test. Give it to a provider (``anthropic.Anthropic(client)``)."""
+    async with httpx.AsyncClient(transport=_ToLoopback(server_url)) as client:
+        yield client
 
 
 def check_stream(events: Sequence[AssistantMessageEvent]) -> None:

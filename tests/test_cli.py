@@ -27,7 +27,7 @@ import trio.testing
 
 import trio_agent
 from tests._providers import fixture
-from tests.test_provider_matrix import APIS, KEY, Api, event_end
+from tests.test_provider_matrix import APIS, KEY, OWN_SERVERS, Api, event_end
 from trio_agent import AssistantMessage, ModelCost, ToolResultMessage, UserMessage
 from trio_agent import models as catalog
 from trio_agent._cli import SessionError, _parser, _save, main, parse_model
@@ -330,16 +330,26 @@ def environment(**extra: str) -> dict[str, str]:
     return env
 
 
+SERVER_KEY = "SERVER_KEY"
+"""The variable that holds the loopback server's key, which ``--api-key-env`` names: a
+provider's own variable is never sent to a server on this machine."""
+
+
 def keyed(api: Api) -> dict[str, str]:
-    return environment(**{name: KEY for name in api.env_keys})
+    """The environment of a command given the key (``model_options(..., key=True)``), the
+    provider's own variables set too (they are not sent to the loopback server)."""
+    return environment(**{SERVER_KEY: KEY}, **{name: "not-sent" for name in api.env_keys})
 
 
-def model_options(api: Api, url: str) -> list[str]:
+def model_options(api: Api, url: str, *, key: bool = False) -> list[str]:
+    """``--model`` and ``--base-url`` for the loopback server at ``url``; with ``key``,
+    ``--api-key-env`` naming the variable that holds its key (:func:`keyed`)."""
     return [
         "--model",
         f"{api.api_name}:{MODEL_IDS[api.name]}",
         "--base-url",
         url + BASE_PATHS[api.name],
+        *(["--api-key-env", SERVER_KEY] if key else []),
     ]
 
 
@@ -376,7 +386,13 @@ async def test_run_calls_a_file_tool_and_streams_the_answer(api: Api, tmp_path: 
     (tmp_path / "notes.txt").write_text(NOTES)
     session = tmp_path / "session.json"
     async with open_sse_server(search_call(api), answer(api)) as server:
-        argv = ["run", "Find ping", *model_options(api, server.url), "--session", str(session)]
+        argv = [
+            "run",
+            "Find ping",
+            *model_options(api, server.url, key=True),
+            "--session",
+            str(session),
+        ]
         result = await cli(argv, env=keyed(api), cwd=tmp_path)
     assert result.code == 0, result
     assert result.out == api.answer + "\n"
@@ -395,7 +411,7 @@ async def test_run_calls_a_file_tool_and_streams_the_answer(api: Api, tmp_path: 
 async def test_run_resumes_a_saved_session(api: Api, tmp_path: Path) -> None:
     session = tmp_path / "session.json"
     async with open_sse_server(answer(api), answer(api)) as server:
-        options = [*model_options(api, server.url), "--session", str(session)]
+        options = [*model_options(api, server.url, key=True), "--session", str(session)]
         first = await cli(["run", "first question", *options], env=keyed(api), cwd=tmp_path)
         second = await cli(["run", "second question", *options], env=keyed(api), cwd=tmp_path)
     assert (first.code, second.code) == (0, 0), (first, second)
@@ -414,7 +430,7 @@ async def test_a_provider_error_is_one_line_and_exit_1(api: Api, tmp_path: Path)
     refused = ScriptedResponse.error(401, body)
     async with open_sse_server(refused) as server:
         result = await cli(
-            ["run", "hi", *model_options(api, server.url)], env=keyed(api), cwd=tmp_path
+            ["run", "hi", *model_options(api, server.url, key=True)], env=keyed(api), cwd=tmp_path
         )
     assert result.code == 1, result
     (line,) = result.err.splitlines()
@@ -450,8 +466,10 @@ async def test_a_charset_in_the_content_type_changes_nothing(tmp_path: Path) -> 
 async def test_a_missing_key_is_one_line_naming_the_variable_to_set(
     api: Api, command: list[str], tmp_path: Path
 ) -> None:
-    """Checked before anything runs, and told in the command line's terms. (An
-    OpenAI-compatible server on this machine needs no key: see the next test.)"""
+    """Checked before anything runs, and told in the command line's terms: the API's own
+    variables are sent only to its provider's servers, so a server elsewhere (here, on
+    this machine) needs ``--api-key-env``. (An OpenAI-compatible server on this machine
+    needs no key: see the next test.)"""
     async with open_sse_server() as server:
         result = await cli(
             [*command, *model_options(api, server.url)],
@@ -460,13 +478,41 @@ async def test_a_missing_key_is_one_line_naming_the_variable_to_set(
             stdin=b"hi\n",
         )
     assert result.code == 1, result
-    names = " or ".join(api.env_keys)
+    names = " and ".join(api.env_keys)
+    verb = "is" if len(api.env_keys) == 1 else "are"
     assert result.err.splitlines() == [
-        f"error: no API key for {api.label}: set {names}, "
-        "or name the variable that holds it with --api-key-env NAME"
+        f"error: no API key for {api.label} at {server.url}: {names} {verb} sent only to "
+        f"{OWN_SERVERS[api.name]}; for this server, "
+        "name the variable that holds it with --api-key-env NAME"
     ]
     assert server.requests == []
     assert result.out == ""
+
+
+@pytest.mark.parametrize("api", [a for a in APIS if a.name != "openai_chat"], ids=lambda a: a.name)
+async def test_a_providers_own_key_is_not_sent_to_another_server(api: Api, tmp_path: Path) -> None:
+    """``run --base-url`` with the provider's own variable set: the key stays here, and the
+    line says why; ``--api-key-env`` sends the key named."""
+    own = {name: KEY for name in api.env_keys}
+    async with open_sse_server(answer(api)) as server:
+        refused = await cli(
+            ["run", "hi", *model_options(api, server.url)], env=environment(**own), cwd=tmp_path
+        )
+        assert server.requests == []
+        given = await cli(
+            ["run", "hi", *model_options(api, server.url), "--api-key-env", api.env_keys[0]],
+            env=environment(**own),
+            cwd=tmp_path,
+        )
+    assert refused.code == 1, refused
+    (line,) = refused.err.splitlines()
+    assert f"{api.env_keys[0]} " in line
+    assert f"sent only to {OWN_SERVERS[api.name]}; for this server, " in line
+    assert KEY not in refused.out + refused.err
+    assert given.code == 0, given
+    header, value = api.auth
+    (request,) = server.requests
+    assert request.headers[header] == value
 
 
 @pytest.mark.parametrize(
@@ -564,7 +610,7 @@ async def test_chat_answers_each_line_and_leaves_at_the_end_of_input(
     (tmp_path / "notes.txt").write_text(NOTES)
     async with open_sse_server(search_call(api), answer(api)) as server:
         result = await cli(
-            ["chat", *model_options(api, server.url)],
+            ["chat", *model_options(api, server.url, key=True)],
             env=keyed(api),
             cwd=tmp_path,
             stdin=b"Find ping\n/help\n/nope\n",
@@ -613,7 +659,7 @@ async def test_chat_lines_typed_while_it_works_steer_it_and_follow_ups_come_afte
     more = [ScriptedResponse(body=body, pieces=(1, 7)) for _ in range(2)]
     async with open_sse_server(first, *more) as server, trio.open_nursery() as nursery:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url)],
+            [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url, key=True)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -966,7 +1012,7 @@ def test_model_takes_what_the_catalog_knows_and_thinking_makes_a_reasoning_model
 async def test_run_tells_the_tokens_it_used_on_stderr(api: Api, tmp_path: Path) -> None:
     async with open_sse_server(answer(api)) as server:
         result = await cli(
-            ["run", "hi", *model_options(api, server.url)], env=keyed(api), cwd=tmp_path
+            ["run", "hi", *model_options(api, server.url, key=True)], env=keyed(api), cwd=tmp_path
         )
     assert result.code == 0, result
     last = result.err.splitlines()[-1]
@@ -980,7 +1026,7 @@ async def test_run_tells_the_tokens_it_used_on_stderr(api: Api, tmp_path: Path) 
 async def test_run_in_json_prints_no_usage_line(tmp_path: Path) -> None:
     (api,) = [a for a in APIS if a.name == "anthropic"]
     async with open_sse_server(answer(api)) as server:
-        argv = ["run", "hi", *model_options(api, server.url), "--json"]
+        argv = ["run", "hi", *model_options(api, server.url, key=True), "--json"]
         result = await cli(argv, env=keyed(api), cwd=tmp_path)
     assert result.code == 0, result
     assert "used " not in result.err
@@ -990,7 +1036,7 @@ async def test_chat_tells_the_tokens_each_run_used(tmp_path: Path) -> None:
     (api,) = [a for a in APIS if a.name == "google"]
     async with open_sse_server(answer(api), answer(api)) as server, trio.open_nursery() as nursery:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url)],
+            [sys.executable, "-m", "trio_agent", "chat", *model_options(api, server.url, key=True)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -1054,9 +1100,10 @@ def test_provider_without_its_key_names_its_variable(monkeypatch: pytest.MonkeyP
     ]
 
 
-async def test_provider_sends_the_key_of_its_variable(tmp_path: Path) -> None:
+async def test_provider_reads_the_key_of_its_variable(tmp_path: Path) -> None:
     # Kimi's models speak the Anthropic API, whose provider reads ANTHROPIC_API_KEY:
-    # --provider kimi-coding sends KIMI_API_KEY instead.
+    # --provider kimi-coding reads KIMI_API_KEY instead, sent only to Kimi's server
+    # (tests/test_providers.py sees it sent there), so not to this one.
     (api,) = [a for a in APIS if a.name == "anthropic"]
     async with open_sse_server(answer(api)) as server:
         result = await cli(
@@ -1073,10 +1120,13 @@ async def test_provider_sends_the_key_of_its_variable(tmp_path: Path) -> None:
             env=environment(KIMI_API_KEY=KEY, ANTHROPIC_API_KEY="not-kimis"),
             cwd=tmp_path,
         )
-    assert result.code == 0, result
-    assert result.out == api.answer + "\n"
-    assert server.requests[0].headers["x-api-key"] == KEY
-    assert KEY not in result.out + result.err
+    assert result.code == 1, result
+    assert result.err.splitlines() == [
+        f"error: no API key for kimi-coding at {server.url}: KIMI_API_KEY is sent only to "
+        "https://api.kimi.com; for this server, "
+        "name the variable that holds it with --api-key-env NAME"
+    ]
+    assert server.requests == []
 
 
 def test_models_in_json_shows_the_tiered_prices() -> None:

@@ -20,7 +20,7 @@ import trio.lowlevel
 
 import trio_agent
 from tests._providers import fixture
-from tests.test_cli import environment, model_options, project
+from tests.test_cli import environment, keyed, model_options, project
 from tests.test_provider_matrix import APIS, event_end
 from trio_agent import AssistantMessage, ToolResultMessage, UserMessage
 from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server
@@ -123,9 +123,9 @@ async def test_ctrl_c_in_chat_aborts_the_run_twice_leaves_and_the_session_resume
     session = tmp_path / "session.json"
     body = fixture(api.name, "text.sse")
     stalled = ScriptedResponse(body=body, stall_after=event_end(body, api.first_text))
-    env = environment(**{name: "sk-test" for name in api.env_keys})
+    env = keyed(api)
     async with open_sse_server(stalled, ScriptedResponse(body=body)) as server:
-        options = [*model_options(api, server.url), "--session", str(session)]
+        options = [*model_options(api, server.url, key=True), "--session", str(session)]
         async with on_a_terminal(["chat", *options], tmp_path, env) as terminal:
             await terminal.expect("> ")
             await terminal.type(b"hello there\r")

@@ -16,6 +16,7 @@ import trio
 
 from tests._providers import (
     PIECES,
+    as_if_at,
     call,
     check_stream,
     context,
@@ -897,8 +898,10 @@ async def test_no_key_is_an_error_before_any_request(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    async with open_sse_server(sse("text.sse")) as server:
-        result = await call(anthropic.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = anthropic.Anthropic(client)
+        claude = anthropic.model(MODEL_ID)  # at Anthropic's server
+        result = await call(provider.stream, claude, opts=options(api_key=None))
     assert server.requests == []
     assert result.message.error_message == (
         "no API key for anthropic: set ANTHROPIC_API_KEY, or give api_key (or get_api_key)"
@@ -910,8 +913,10 @@ async def test_the_key_comes_from_the_environment(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
-    async with open_sse_server(sse("text.sse")) as server:
-        await call(anthropic.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = anthropic.Anthropic(client)
+        await call(provider.stream, anthropic.model(MODEL_ID), opts=options(api_key=None))
+    assert server.requests[0].headers["host"] == "api.anthropic.com"
     assert server.requests[0].headers["x-api-key"] == "env-key"
 
 

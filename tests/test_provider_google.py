@@ -14,6 +14,7 @@ from google.genai import types as genai_types
 
 from tests._providers import (
     PIECES,
+    as_if_at,
     call,
     check_stream,
     context,
@@ -721,8 +722,10 @@ async def test_no_key_is_an_error_before_any_request(
 ) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    async with open_sse_server(sse("text.sse")) as server:
-        result = await call(google.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = google.Google(client)
+        gemini = google.model(MODEL_ID)  # at Google's server
+        result = await call(provider.stream, gemini, opts=options(api_key=None))
     assert (server.requests, result.types, result.message.error_message) == (
         [],
         ["error"],
@@ -736,8 +739,10 @@ async def test_the_key_comes_from_google_api_key_too(
 ) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.setenv("GOOGLE_API_KEY", "env-key")
-    async with open_sse_server(sse("text.sse")) as server:
-        await call(google.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = google.Google(client)
+        await call(provider.stream, google.model(MODEL_ID), opts=options(api_key=None))
+    assert server.requests[0].headers["host"] == "generativelanguage.googleapis.com"
     assert server.requests[0].headers["x-goog-api-key"] == "env-key"
 
 

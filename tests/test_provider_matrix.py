@@ -495,17 +495,34 @@ async def test_server_errors_end_the_reply_when_the_retries_run_out(
     assert len(server.requests) == 3
 
 
+OWN_SERVERS = {
+    "openai_chat": "https://api.openai.com",
+    "openai_responses": "https://api.openai.com",
+    "anthropic": "https://api.anthropic.com",
+    "google": "https://generativelanguage.googleapis.com",
+}
+"""The server each API's own key variables are sent to."""
+
+
+@pytest.mark.parametrize("set_", [False, True], ids=["unset", "set"])
 async def test_no_key_is_an_error_before_any_request(
-    api: Api, clock: Any, monkeypatch: pytest.MonkeyPatch
+    api: Api, clock: Any, monkeypatch: pytest.MonkeyPatch, set_: bool
 ) -> None:
+    """A model of the API's own provider on another server (here, loopback) is not sent
+    that provider's key, set or not: it needs one given."""
     for name in api.env_keys:
-        monkeypatch.delenv(name, raising=False)
+        if set_:
+            monkeypatch.setenv(name, "env-key")
+        else:
+            monkeypatch.delenv(name, raising=False)
     async with open_sse_server(ScriptedResponse(body=api.body)) as server:
         with trio.testing.assert_checkpoints():  # a refusal is a checkpoint too
             result = await call(api.stream, api.model(server.url), opts=options(api_key=None))
-    names = " or ".join(api.env_keys)
+    names = " and ".join(api.env_keys)
+    verb = "is" if len(api.env_keys) == 1 else "are"
     assert error_reply(result, "") == (
-        f"no API key for {api.label}: set {names}, or give api_key (or get_api_key)"
+        f"no API key for {api.label} at {server.url}: {names} {verb} sent only to "
+        f"{OWN_SERVERS[api.name]}; for this server, give api_key (or get_api_key)"
     )
     assert result.types == ["error"]
     assert (server.requests, server.connections) == ([], 0)

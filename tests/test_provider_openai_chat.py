@@ -15,6 +15,7 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsStr
 
 from tests._providers import (
     PIECES,
+    as_if_at,
     call,
     check_stream,
     context,
@@ -774,8 +775,10 @@ async def test_no_key_is_an_error_before_any_request(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    async with open_sse_server(sse("text.sse")) as server:
-        result = await call(openai_chat.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = openai_chat.OpenAIChat(client)
+        gpt = openai_chat.model("gpt-4.1")  # at OpenAI's server
+        result = await call(provider.stream, gpt, opts=options(api_key=None))
     assert server.requests == []
     assert result.message.error_message == (
         "no API key for openai: set OPENAI_API_KEY, or give api_key (or get_api_key)"
@@ -787,8 +790,10 @@ async def test_the_key_comes_from_the_environment(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
-    async with open_sse_server(sse("text.sse")) as server:
-        await call(openai_chat.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = openai_chat.OpenAIChat(client)
+        await call(provider.stream, openai_chat.model("gpt-4.1"), opts=options(api_key=None))
+    assert server.requests[0].headers["host"] == "api.openai.com"
     assert server.requests[0].headers["authorization"] == "Bearer env-key"
 
 

@@ -19,6 +19,7 @@ from tests._providers import (
     FIXTURES,
     PIECES,
     Call,
+    as_if_at,
     call,
     check_stream,
     context,
@@ -755,8 +756,10 @@ async def test_no_key_is_an_error_before_any_request(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    async with open_sse_server(sse("text.sse")) as server:
-        result = await call(openai_responses.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = openai_responses.OpenAIResponses(client)
+        gpt = openai_responses.model("gpt-4.1")  # at OpenAI's server
+        result = await call(provider.stream, gpt, opts=options(api_key=None))
     assert (server.requests, result.types, result.message.error_message) == (
         [],
         ["error"],
@@ -768,8 +771,11 @@ async def test_the_key_comes_from_the_environment(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "env-key")
-    async with open_sse_server(sse("text.sse")) as server:
-        await call(openai_responses.stream, model(server.url), opts=options(api_key=None))
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        provider = openai_responses.OpenAIResponses(client)
+        gpt = openai_responses.model("gpt-4.1")
+        await call(provider.stream, gpt, opts=options(api_key=None))
+    assert server.requests[0].headers["host"] == "api.openai.com"
     assert server.requests[0].headers["authorization"] == "Bearer env-key"
 
 

@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 import trio_agent.providers as providers
-from tests._providers import call, fixture, options
+from tests._providers import as_if_at, call, fixture, options
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -116,15 +116,18 @@ async def test_a_catalog_provider_on_another_api_reads_its_own_key_variable(
     # Kimi serves the Anthropic API: ANTHROPIC_API_KEY must never go to its server.
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-kimi")
     monkeypatch.delenv("KIMI_API_KEY", raising=False)
-    async with open_sse_server() as server:
-        kimi = anthropic.model("k", provider="kimi-coding", base_url=server.url)
-        refused = await call(anthropic.stream, kimi, opts=options(api_key=None))
+    kimi = anthropic.model("k3", provider="kimi-coding")
+    assert kimi.base_url == "https://api.kimi.com/coding"
+    async with open_sse_server() as server, as_if_at(server.url) as client:
+        provider = anthropic.Anthropic(client)
+        refused = await call(provider.stream, kimi, opts=options(api_key=None))
         assert server.requests == []
         monkeypatch.setenv("KIMI_API_KEY", "kimi-key")
         server.add(ScriptedResponse(body=fixture("anthropic", "text.sse")))
-        answered = await call(anthropic.stream, kimi, opts=options(api_key=None))
+        answered = await call(provider.stream, kimi, opts=options(api_key=None))
     assert refused.message.error_message == (
         "no API key for kimi-coding: set KIMI_API_KEY, or give api_key (or get_api_key)"
     )
     assert answered.message.stop_reason == "stop"
-    assert server.requests[0].headers["x-api-key"] == "kimi-key"
+    (request,) = server.requests
+    assert (request.headers["host"], request.headers["x-api-key"]) == ("api.kimi.com", "kimi-key")

@@ -17,16 +17,38 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import attrs
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests._providers import Call, call, check_stream, fixture, options
+from tests._support import make_tool
 from tests.test_transport import APIS, Api
-from trio_agent import AssistantMessage, AssistantMessageEvent, Model
+from trio_agent import (
+    Agent,
+    AgentEvent,
+    AgentTool,
+    AssistantMessage,
+    AssistantMessageEvent,
+    Model,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResult,
+    ToolResultMessage,
+    ToolUpdate,
+    dumps,
+)
 from trio_agent._stream import AssistantMessageBuilder
+from trio_agent.otel import Tracing
 from trio_agent.providers import openai_chat
 from trio_agent.providers._common import MAX_ERROR_CHARS, Parser
+from trio_agent.providers._guard import KeyFilter, clean_value
 from trio_agent.providers._sse import SseEvent
 from trio_agent.providers._transport import SECRET_FRAGMENT, error_text, redact
 from trio_agent.testing import ScriptedResponse, SSEServer, open_sse_server, sse_body
@@ -303,3 +325,426 @@ async def test_an_in_band_error_of_any_length_is_cut_after_the_key_is_gone(
         error = result.message.error_message or ""
         assert len(error) <= MAX_ERROR_CHARS + len(" [...]"), len(error)
     assert (results[0].message.error_message or "").endswith("AAA [...]")
+
+
+# -- what the server chooses in a reply: the guarded builder -------------------------------
+
+
+@attrs.frozen
+class Reply:
+    """A reply that a server streams: a thinking block, a text block and a tool call, each
+    text in the pieces given (one delta each)."""
+
+    id: str = "resp_1"
+    thinking: tuple[str, ...] = ("Thinking.",)
+    text: tuple[str, ...] = ("Text.",)
+    call_id: str = "call_1"
+    name: str = "echo"
+    arguments: tuple[str, ...] = ('{"value": "x"}',)
+    signature: str = "sig_1"
+
+    def body(self, api: Api) -> bytes:
+        return {
+            "openai-chat": _chat_body,
+            "openai-responses": _responses_body,
+            "anthropic-messages": _anthropic_body,
+            "google-generative-ai": _google_body,
+        }[api.name](self)
+
+
+def _chat_body(reply: Reply) -> bytes:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, dict[str, Any]]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return None, {"id": reply.id, "object": "chat.completion.chunk", "choices": [choice]}
+
+    events = [chunk({"reasoning_content": piece}) for piece in reply.thinking]
+    events += [chunk({"content": piece}) for piece in reply.text]
+    for number, piece in enumerate(reply.arguments):
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
+        if number == 0:
+            call.update(id=reply.call_id, type="function")
+            call["function"]["name"] = reply.name
+        events.append(chunk({"tool_calls": [call]}))
+    events.append(chunk({}, "tool_calls" if reply.arguments else "stop"))
+    return sse_body(events, done=True)
+
+
+def _anthropic_body(reply: Reply) -> bytes:
+    def delta(index: int, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return "content_block_delta", {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": fields,
+        }
+
+    def block(index: int, content: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return "content_block_start", {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": content,
+        }
+
+    def stop(index: int) -> tuple[str, dict[str, Any]]:
+        return "content_block_stop", {"type": "content_block_stop", "index": index}
+
+    message: dict[str, Any] = {"id": reply.id, "type": "message", "role": "assistant"}
+    message["content"] = []
+    message["usage"] = {"input_tokens": 1, "output_tokens": 1}
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": message}),
+        block(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        *(delta(0, type="thinking_delta", thinking=piece) for piece in reply.thinking),
+        delta(0, type="signature_delta", signature=reply.signature),
+        stop(0),
+        block(1, {"type": "text", "text": ""}),
+        *(delta(1, type="text_delta", text=piece) for piece in reply.text),
+        stop(1),
+    ]
+    if reply.arguments:
+        events += [
+            block(2, {"type": "tool_use", "id": reply.call_id, "name": reply.name, "input": {}}),
+            *(delta(2, type="input_json_delta", partial_json=piece) for piece in reply.arguments),
+            stop(2),
+        ]
+    reason = "tool_use" if reply.arguments else "end_turn"
+    events += [
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": reason}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return sse_body(events)
+
+
+def _responses_body(reply: Reply) -> bytes:
+    def event(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return kind, {"type": kind, **fields}
+
+    thinking, text = "".join(reply.thinking), "".join(reply.text)
+    reasoning = {
+        "id": "rs_1",
+        "type": "reasoning",
+        "encrypted_content": reply.signature,
+        "summary": [{"type": "summary_text", "text": thinking}],
+    }
+    message = {"id": reply.signature, "type": "message", "role": "assistant"}
+    done_message = {**message, "content": [{"type": "output_text", "text": text}]}
+    call = {"id": "fc_1", "type": "function_call", "call_id": reply.call_id, "name": reply.name}
+    place = {"summary_index": 0, "item_id": "rs_1", "output_index": 0}
+    events = [
+        event("response.created", response={"id": reply.id}),
+        event("response.output_item.added", output_index=0, item={**reasoning, "summary": []}),
+        event("response.reasoning_summary_part.added", **place),
+        *(
+            event("response.reasoning_summary_text.delta", delta=piece, **place)
+            for piece in reply.thinking
+        ),
+        event("response.output_item.done", output_index=0, item=reasoning),
+        event("response.output_item.added", output_index=1, item={**message, "content": []}),
+        *(
+            event("response.output_text.delta", output_index=1, content_index=0, delta=piece)
+            for piece in reply.text
+        ),
+        event("response.output_item.done", output_index=1, item=done_message),
+    ]
+    if reply.arguments:
+        events += [
+            event("response.output_item.added", output_index=2, item={**call, "arguments": ""}),
+            *(
+                event("response.function_call_arguments.delta", output_index=2, delta=piece)
+                for piece in reply.arguments
+            ),
+            event(
+                "response.output_item.done",
+                output_index=2,
+                item={**call, "arguments": "".join(reply.arguments)},
+            ),
+        ]
+    events.append(event("response.completed", response={"id": reply.id}))
+    return sse_body(events)
+
+
+def _google_body(reply: Reply) -> bytes:
+    def response(*parts: dict[str, Any], finish: str | None = None) -> tuple[None, Any]:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}, "index": 0}
+        if finish:
+            candidate["finishReason"] = finish
+        return None, {"responseId": reply.id, "candidates": [candidate]}
+
+    thinking = [{"text": piece, "thought": True} for piece in reply.thinking]
+    thinking[0]["thoughtSignature"] = reply.signature
+    events = [
+        *(response(part) for part in thinking),
+        *(response({"text": piece}) for piece in reply.text),
+    ]
+    if reply.arguments:
+        arguments = json.loads("".join(reply.arguments))
+        call = {"id": reply.call_id, "name": reply.name, "args": arguments}
+        events.append(response({"functionCall": call, "thoughtSignature": reply.signature}))
+    events.append(response(finish="STOP"))
+    return sse_body(events, crlf=True)
+
+
+def shown(result: Call) -> str:
+    """Everything a caller can see of a reply: each event, its partial message built, the
+    final message, and the transcript saved."""
+    parts = [repr(result.events), repr(result.message), dumps([result.message])]
+    for event in result.events:
+        partial = getattr(event, "partial", None)
+        if partial is not None:
+            parts.append(repr(partial))
+    return "\n".join(parts)
+
+
+def streamed(result: Call, index: int) -> str:
+    """The deltas of block ``index``, joined."""
+    return "".join(
+        event.delta  # type: ignore[union-attr]  # a delta event
+        for event in result.events
+        if event.type.endswith("_delta") and event.content_index == index  # type: ignore[union-attr]
+    )
+
+
+def check_blocks(result: Call, reply: Reply, api: Api) -> None:
+    """The reply's blocks are the server's with every key as ``***``: each block's final
+    text is ``redact`` of what was sent, and its deltas, joined, are that text."""
+    message = result.message
+    assert message.stop_reason == "toolUse", message.error_message
+    thinking, text, call = message.content
+    assert isinstance(thinking, ThinkingContent)
+    assert isinstance(text, TextContent)
+    assert isinstance(call, ToolCall)
+    assert thinking.thinking == redact("".join(reply.thinking), [KEY])
+    assert text.text == redact("".join(reply.text), [KEY])
+    assert streamed(result, 0) == thinking.thinking
+    assert streamed(result, 1) == text.text
+    if api.name != "google-generative-ai":  # Gemini sends a call whole, as an object
+        assert streamed(result, 2) == redact("".join(reply.arguments), [KEY])
+    assert call.arguments == clean_value(json.loads("".join(reply.arguments)), (KEY,))
+    assert not any(
+        event.type.endswith("_delta") and not event.delta  # type: ignore[union-attr]
+        for event in result.events
+    )
+
+
+EVERYWHERE = Reply(
+    id=f"resp_{KEY}",
+    thinking=("I see ", KEY, " and, cut short, ", KEY[:10]),
+    text=("Your key: ", KEY, "."),
+    call_id=f"call_{KEY}",
+    name=f"echo_{KEY}",
+    arguments=('{"value": "', KEY, '", "', KEY, '": {"deep": ["x', KEY, '"]}}'),
+    signature=f"sig{KEY}",
+)
+"""The key in every text a server chooses in a reply."""
+
+
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
+async def test_a_key_the_server_echoes_anywhere_in_a_reply_is_gone(clock: Any, api: Api) -> None:
+    async with open_sse_server() as server:
+        (result,) = await call_each(api, server, [ScriptedResponse(body=EVERYWHERE.body(api))])
+    check_stream(result.events)
+    assert leaked(shown(result)) < SECRET_FRAGMENT
+    check_blocks(result, EVERYWHERE, api)
+    message = result.message
+    thinking, text, call = message.content
+    assert message.response_id == "resp_***"
+    assert thinking.thinking == "I see *** and, cut short, ***"  # type: ignore[union-attr]
+    assert text.text == "Your key: ***."  # type: ignore[union-attr]
+    assert (call.id.partition("|")[0], call.name) == ("call_***", "echo_***")  # type: ignore[union-attr]
+    assert call.arguments == {"value": "***", "***": {"deep": ["x***"]}}  # type: ignore[union-attr]
+    signatures = [
+        getattr(block, field, None)
+        for block in message.content
+        for field in ("thinking_signature", "text_signature", "thought_signature")
+    ]
+    if api.name != "openai-chat":  # the one API whose server sends no signature
+        assert any(signature and "***" in signature for signature in signatures)
+
+
+def pieces_of(text: str, size: int) -> tuple[str, ...]:
+    return tuple(text[at : at + size] for at in range(0, len(text), size))
+
+
+def split_everywhere(shift: int) -> Reply:
+    """The key in 5-character deltas, its first copy ``shift`` characters in: over
+    ``SHIFTS``, a delta ends at every point of it."""
+    arguments = json.dumps({"value": echoes(shift, copies=2)})
+    return Reply(
+        thinking=pieces_of(echoes(shift, copies=3), 5),
+        text=pieces_of(echoes(shift, copies=3)[:-1], 5),  # the last copy ends the block
+        arguments=pieces_of(arguments, 5),
+    )
+
+
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
+async def test_a_key_split_across_deltas_is_gone_wherever_the_split_falls(
+    clock: Any, api: Api
+) -> None:
+    replies = [split_everywhere(shift) for shift in SHIFTS]
+    async with open_sse_server() as server:
+        bodies = [ScriptedResponse(body=reply.body(api)) for reply in replies]
+        results = await call_each(api, server, bodies)
+    for reply, result in zip(replies, results, strict=True):
+        check_stream(result.events)
+        assert leaked(shown(result)) < SECRET_FRAGMENT
+        check_blocks(result, reply, api)
+        assert result.message.text.endswith("*** *** ***")
+
+
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
+async def test_a_key_in_json_escapes_is_gone_from_the_parsed_arguments(
+    clock: Any, api: Api
+) -> None:
+    """The streamed text of arguments holds the key's JSON escapes, not its text (no client
+    can know every encoding of a key); the arguments, parsed, hold the key: they are
+    checked then."""
+    escaped = "".join(f"\\u{ord(char):04x}" for char in KEY)
+    reply = Reply(arguments=('{"value": "', escaped, '", "', escaped[:36], '": 1}'))
+    async with open_sse_server() as server:
+        (result,) = await call_each(api, server, [ScriptedResponse(body=reply.body(api))])
+    _, _, call = result.message.content
+    assert isinstance(call, ToolCall)
+    assert call.arguments == {"value": "***", "***": 1}
+    partials = [getattr(event, "partial", None) for event in result.events]
+    assert leaked(repr([partial for partial in partials if partial is not None])) < 4
+
+
+async def test_a_block_a_parser_rebuilds_at_the_end_is_rid_of_the_key_too(clock: Any) -> None:
+    """Pieces of an item that come after another opened (OpenAI responses) reach the final
+    message, not through the builder's events."""
+    (api,) = [api for api in APIS if api.name == "openai-responses"]
+    body = fixture("openai_responses", "interleaved.sse").replace(b"echo.", KEY.encode())
+    body = body.replace(b'\\"x\\"', b'\\"' + KEY.encode() + b'\\"')
+    async with open_sse_server() as server:
+        (result,) = await call_each(api, server, [ScriptedResponse(body=body)])
+    assert leaked(shown(result)) < SECRET_FRAGMENT
+    text, call = result.message.content
+    assert text == TextContent("Calling ***", text_signature="msg_i1")
+    assert isinstance(call, ToolCall)
+    assert call.arguments == {"value": "***"}
+
+
+async def test_arguments_that_come_after_their_call_closed_are_rid_of_the_key(
+    clock: Any,
+) -> None:
+    """OpenAI chat: a fragment of a call that is no longer open (interleaved calls)."""
+    (api,) = [api for api in APIS if api.name == "openai-chat"]
+
+    def chunk(index: int, piece: str, **more: Any) -> tuple[None, dict[str, Any]]:
+        call = {"index": index, "function": {"arguments": piece, **more}}
+        if more:
+            call["id"] = f"call_{index}"
+        delta = {"tool_calls": [call]}
+        return None, {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+    end = {"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    body = sse_body(
+        [
+            chunk(0, '{"value": "', name="echo"),
+            chunk(1, "{}", name="echo"),
+            chunk(0, KEY + '"}'),
+            (None, end),
+        ],
+        done=True,
+    )
+    async with open_sse_server() as server:
+        (result,) = await call_each(api, server, [ScriptedResponse(body=body)])
+    assert leaked(shown(result)) < SECRET_FRAGMENT
+    first, _second = result.message.content
+    assert first == ToolCall("call_0", "echo", {"value": "***"})
+
+
+def echo_tool() -> AgentTool:
+    async def execute(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        return ToolResult.text(json.dumps(args))
+
+    return make_tool("echo", execute)
+
+
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
+async def test_a_key_the_server_echoes_is_in_no_event_transcript_or_span(
+    clock: Any, api: Api
+) -> None:
+    """Through a run: what listeners see, the saved transcript, and the spans (with their
+    content)."""
+    reply = attrs.evolve(EVERYWHERE, name="echo")
+    answer = Reply(thinking=("Done: ", KEY), text=("It was ", KEY[:12]), arguments=())
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    seen: list[AgentEvent] = []
+
+    async def listener(event: AgentEvent) -> None:
+        seen.append(event)
+
+    bodies = [ScriptedResponse(body=reply.body(api)), ScriptedResponse(body=answer.body(api))]
+    async with open_sse_server(*bodies) as server:
+        agent = Agent(api.model(server.url), tools=[echo_tool()], api_key=KEY)
+        agent.subscribe(Tracing(tracer_provider, capture_content=True).listener)
+        agent.subscribe(listener)
+        with trio.fail_after(60):
+            await agent.prompt("go")
+    assert len(server.requests) == 2
+    transcript = list(agent.state.messages)
+    results = [m for m in transcript if isinstance(m, ToolResultMessage)]
+    assert [r.tool_call_id.partition("|")[0] for r in results] == ["call_***"]
+    assert not results[0].is_error
+    spans = exporter.get_finished_spans()
+    traced = [
+        (span.name, dict(span.attributes or {}), [dict(e.attributes or {}) for e in span.events])
+        for span in spans
+    ]
+    assert any(attributes.get("gen_ai.response.id") == "resp_***" for _, attributes, _ in traced)
+    everything = [repr(seen), dumps(transcript), repr(traced)]
+    everything += [repr(getattr(event, "message", None)) for event in seen]
+    assert leaked("\n".join(everything)) < SECRET_FRAGMENT
+
+
+# -- the hold-back filter itself ------------------------------------------------------------
+
+FILTER_KEYS = [KEY, "sk-tesk-tes", "abab-ab", "aXa", "aaaa-b", "ab"]
+"""Keys to filter for: a real one, and keys that begin again inside themselves (where a
+beginning held back and a whole key overlap)."""
+
+
+@st.composite
+def texts_in_pieces(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """A key, and a text made of pieces of it and noise (of its own characters and
+    others), cut at random points."""
+    key = draw(st.sampled_from(FILTER_KEYS))
+    some_of_the_key = st.builds(
+        lambda start, end: key[start:end], st.integers(0, len(key)), st.integers(0, len(key))
+    )
+    noise = st.text(alphabet=sorted(set(key)) + list(" .*'\"X"), max_size=5)
+    parts = draw(st.lists(st.one_of(st.just(key), some_of_the_key, noise), max_size=10))
+    text = "".join(parts)
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=12)))
+    pieces = [text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    return key, pieces
+
+
+@given(texts_in_pieces())
+@settings(max_examples=400)
+def test_the_filter_shows_exactly_what_redact_leaves_and_never_the_key(
+    case: tuple[str, list[str]],
+) -> None:
+    key, pieces = case
+    shown_filter = KeyFilter([key])
+    out = ""
+    for piece in pieces:
+        out += shown_filter.feed(piece)
+        assert key not in out  # not even for a moment
+    out += shown_filter.finish()
+    assert out == redact("".join(pieces), [key])
+    assert shown_filter.finish() == ""  # nothing is held after the end
+
+
+def test_the_filter_passes_a_piece_without_a_beginning_of_the_key_as_it_is() -> None:
+    key_filter = KeyFilter([KEY])
+    text = "plain text, tokens of it: sk- and k-test"
+    assert key_filter.feed(text) is text
+    assert key_filter.feed("ends with s") == "ends with "  # "s" may begin the key
+    assert key_filter.feed("k-test-0") == ""
+    assert key_filter.feed("1Q") == "sk-test-01Q"  # "Q" where "2" would be: not the key
+    assert key_filter.feed("sk-test-0!") == "***!"  # a beginning that stops before "!"
+    assert key_filter.feed(KEY[:5]) == ""
+    assert key_filter.finish() == "***"  # a beginning cut off at the end of the block

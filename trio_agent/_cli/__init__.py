@@ -25,9 +25,11 @@ provider's, told in one line; for ``chat``, when its last run ended with one),
 2 a usage error, 130 interrupted. A reader of stdout that leaves (``| head``)
 ends the run quietly with 0, in every mode.
 
-The key: the provider's environment variable, or the one ``--api-key-env NAME``
-names. It is looked for before anything runs, so that a missing one is told in
-terms a person at the command line can act on (which variable to set).
+The key: the provider's environment variable, sent only to that provider's
+servers, or the one ``--api-key-env NAME`` names, sent to the server ``--model``
+and ``--base-url`` name. It is looked for before anything runs, so that a
+missing one is told in terms a person at the command line can act on (which
+variable to set, or which one is not sent to this server).
 """
 
 from __future__ import annotations
@@ -145,10 +147,11 @@ class MissingKeyError(Exception):
 
 
 def find_key(model: Model, api_key_env: str | None) -> str | None:
-    """The key to give the agent: the value of ``api_key_env`` when it is given, else None
-    (the provider reads its own variable: ``HttpProvider.key_variables``).
-    :class:`MissingKeyError` naming the variable to set when the model needs a key and
-    there is none."""
+    """The key to give the agent: the value of ``api_key_env`` when it is given (sent to
+    the server the model names, whichever it is), else None (the provider reads its own
+    variable, and sends it only to its provider's servers: ``HttpProvider.api_key``).
+    :class:`MissingKeyError` when the model needs a key and there is none to send: it
+    names the variable to set, or the variable that is not sent to this server."""
     if api_key_env is not None:
         key = os.environ.get(api_key_env)
         if not key:
@@ -156,13 +159,10 @@ def find_key(model: Model, api_key_env: str | None) -> str | None:
             raise MissingKeyError(f"--api-key-env names {api_key_env}, which is {state}")
         return key
     provider = PROVIDERS[model.api]()
-    if not provider.needs_key(model) or provider.api_key(model, StreamOptions()) is not None:
+    if provider.api_key(model, StreamOptions()) is not None or not provider.needs_key(model):
         return None
-    names = provider.key_variables(model)
-    where = f"set {' or '.join(names)}, or " if names else ""
     raise MissingKeyError(
-        f"no API key for {model.provider or model.api}: {where}"
-        "name the variable that holds it with --api-key-env NAME"
+        provider.missing_key(model, "name the variable that holds it with --api-key-env NAME")
     )
 
 
@@ -207,13 +207,15 @@ def _parser() -> _Parser:
             "google-generative-ai:gemini-2.5-flash, openai-chat:llama3.2 with --base-url "
             "(default: $TRIO_AGENT_MODEL). Its limits and prices come from the model "
             "catalog (trio-agent models lists it). The key comes from the provider's "
-            "environment variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)",
+            "environment variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...), "
+            "which is sent only to that provider's servers",
         )
         command.add_argument(
             "--api-key-env",
             metavar="NAME",
             help="read the API key from the environment variable NAME instead of the "
-            "provider's own (e.g. WORK_OPENAI_KEY)",
+            "provider's own (e.g. WORK_OPENAI_KEY), and send it to the server --model and "
+            "--base-url name",
         )
         command.add_argument(
             "--base-url",

@@ -12,14 +12,17 @@ for those; it lets ``trio.Cancelled`` and a listener's exception through.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
 
 import attrs
 import jiter
 import trio
 
+from .. import _catalog
 from .._events import AssistantMessageEvent
 from .._messages import (
     AssistantMessage,
@@ -33,6 +36,7 @@ from .._messages import (
 )
 from .._model import Model
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
+from ._guard import GuardedBuilder
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure, Transport, redact
 
@@ -42,6 +46,7 @@ __all__ = [
     "Parser",
     "PartialJson",
     "ProviderFailure",
+    "key_servers",
     "level_value",
     "model_effort",
     "offered_level",
@@ -50,6 +55,7 @@ __all__ = [
     "parse_json",
     "prepare_messages",
     "priced",
+    "server_of",
 ]
 
 
@@ -387,6 +393,78 @@ Anthropic API takes its key from ``KIMI_API_KEY`` or ``MINIMAX_API_KEY``, and
 ``ANTHROPIC_API_KEY`` never goes to their servers."""
 
 
+_KEY_SERVERS_BEYOND_CATALOG = {
+    "OPENAI_API_KEY": ("https://api.openai.com",),
+    "ANTHROPIC_API_KEY": ("https://api.anthropic.com",),
+    "GEMINI_API_KEY": ("https://generativelanguage.googleapis.com",),
+    "GOOGLE_API_KEY": ("https://generativelanguage.googleapis.com",),
+    "MISTRAL_API_KEY": ("https://api.mistral.ai",),
+    "TOGETHER_API_KEY": ("https://api.together.xyz",),
+}
+"""Servers of a key's provider besides those the catalog lists for it: the APIs' own
+hosts, and hosts the chat provider knows (``openai_chat.detect_provider``)."""
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+_Server = tuple[str, str, int]
+"""Where a request goes: scheme, host (lower case) and port."""
+
+
+def server_of(url: str) -> _Server | None:
+    """The scheme, host and port ``url`` names (None when it names no host), as httpx
+    reads them: a user name or password before the host, a path, a query or a
+    fragment change nothing."""
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    host = parts.hostname
+    if not host:
+        return None
+    scheme = parts.scheme.lower()
+    return scheme, host, port or _DEFAULT_PORTS.get(scheme, 0)
+
+
+def _shown(server: _Server | None, url: str) -> str:
+    """Where a request goes, for a message: the URL's scheme, host and port only (a
+    password in it is not shown)."""
+    if server is None:
+        return repr(url[:100])
+    scheme, host, port = server
+    host = f"[{host}]" if ":" in host else host
+    default = _DEFAULT_PORTS.get(scheme)
+    return f"{scheme}://{host}" if port == default else f"{scheme}://{host}:{port}"
+
+
+@functools.cache
+def _key_servers() -> dict[str, frozenset[_Server]]:
+    """The servers each key variable may be sent to: over HTTPS, those of every catalog
+    provider whose key it is (:data:`KEY_VARIABLES`), on any API, and
+    :data:`_KEY_SERVERS_BEYOND_CATALOG`. Made once, on the first key read from the
+    environment."""
+    found: dict[str, set[_Server]] = {}
+    urls = [
+        (variable, model.base_url)
+        for model in _catalog.list_models()
+        if (variable := KEY_VARIABLES.get(model.provider))
+    ]
+    urls += [
+        (variable, url) for variable, more in _KEY_SERVERS_BEYOND_CATALOG.items() for url in more
+    ]
+    for variable, url in urls:
+        server = server_of(url)
+        if server is not None and server[0] == "https":
+            found.setdefault(variable, set()).add(server)
+    return {variable: frozenset(servers) for variable, servers in found.items()}
+
+
+def key_servers(variable: str) -> frozenset[_Server]:
+    """The servers (scheme, host, port) the key in the environment variable ``variable``
+    may be sent to: its provider's, over HTTPS; none for a variable no provider owns."""
+    return _key_servers().get(variable, frozenset())
+
+
 class HttpProvider:
     """A provider over HTTP: a subclass says how to ask and how to read the answer."""
 
@@ -410,14 +488,42 @@ class HttpProvider:
         return (variable,) if variable else self.env_keys
 
     def api_key(self, model: Model, options: StreamOptions) -> str | None:
-        """The key: the option, else the first of :meth:`key_variables` that is set."""
+        """The key to send: the option (``api_key``, or what ``get_api_key`` gave), to
+        whatever server the model names; else the first of :meth:`key_variables` that
+        is set, if the request goes to a server of the provider that key belongs to
+        (:func:`key_servers`: its host, over HTTPS, decides, not the model's provider
+        label); else None."""
         if options.api_key:
             return options.api_key
-        for name in self.key_variables(model):
+        variables = self.key_variables(model)
+        if not variables:
+            return None
+        server = server_of(model.base_url)
+        for name in variables:
             value = os.environ.get(name)
-            if value:
+            if value and server in key_servers(name):
                 return value
         return None
+
+    def missing_key(self, model: Model, remedy: str = "give api_key (or get_api_key)") -> str:
+        """Why a request to ``model`` goes without a key, and ``remedy``: which variable to
+        set, or which variables hold keys for other servers than the one it goes to."""
+        provider = model.provider or self.label
+        variables = self.key_variables(model)
+        if not variables:
+            return f"no API key for {provider}: {remedy}"
+        server = server_of(model.base_url)
+        usable = [name for name in variables if server in key_servers(name)]
+        if usable:
+            return f"no API key for {provider}: set {' or '.join(usable)}, or {remedy}"
+        servers = sorted({known for name in variables for known in key_servers(name)})
+        where = " or ".join(_shown(known, "") for known in servers) or "its provider's servers"
+        names = " and ".join(variables)
+        verb = "is" if len(variables) == 1 else "are"
+        return (
+            f"no API key for {provider} at {_shown(server, model.base_url)}: "
+            f"{names} {verb} sent only to {where}; for this server, {remedy}"
+        )
 
     def needs_key(self, model: Model) -> bool:
         """Whether a request without a key is refused before it is sent."""
@@ -443,34 +549,53 @@ class HttpProvider:
     ) -> AssistantMessage:
         """The stream function of this provider (loop.md §3).
 
-        The key never leaves in an error message. Every text that says what
-        went wrong — a failure of the transport or the parser, and the final
-        message's ``error_message``, which the parser may have made from the
-        server's stop reason — passes through :func:`redact` here, the one
-        gate between the server and the events, the transcript and the
-        caller. Server text cut short before it came here (a parser quotes
-        the first few hundred characters of an event) loses the piece of a
-        key that the cut left (4 characters or more; see :func:`redact`).
+        The key goes only where :meth:`api_key` allows; when there is none to send
+        and the server needs one (:meth:`needs_key`), the reply is an error that
+        says why (:meth:`missing_key`), and no request is sent.
+
+        The key never comes back from the server into the reply. Every text
+        that says what went wrong — a failure of the transport or the parser,
+        and the final message's ``error_message``, which the parser may have
+        made from the server's stop reason — passes through :func:`redact`
+        here, the one gate between the server and the events, the transcript
+        and the caller. Server text cut short before it came here (a parser
+        quotes the first few hundred characters of an event) loses the piece
+        of a key that the cut left (4 characters or more; see :func:`redact`).
         Then the text is cut to :data:`MAX_ERROR_CHARS`, whatever length the
         server gave it.
+
+        When the request carries a key, the reply is built by a
+        :class:`~trio_agent.providers._guard.GuardedBuilder`, which treats every
+        other text the server chooses alike: the response id, tool calls' ids,
+        names and arguments (every string in them, at any depth), signatures,
+        and the text of every block — where the key may come whole or split
+        across deltas: each block's deltas show the text as ``redact`` leaves
+        it, the end that could still become the key held back until the next
+        delta (or the block's end) says. A key in another encoding (JSON
+        ``\\u`` escapes, base64, reversed) is not the key's text, and is not
+        found there (the parsed arguments, where escapes are decoded, are
+        clean). A request without a key (a local server) is built plainly.
         """
         provider = model.provider or self.label
-        builder = AssistantMessageBuilder(
-            api=model.api,
-            provider=provider,
-            model=model.id,
-            provider_thinking_level=self.thinking_level(model, options),
-        )
+        level = self.thinking_level(model, options)
         key = self.api_key(model, options)
-        if key is None and self.needs_key(model):
-            names = " or ".join(self.key_variables(model)) or "an environment variable"
-            return await self._fail(
-                builder,
-                model,
-                emit,
-                f"no API key for {provider}: set {names}, or give api_key (or get_api_key)",
-            )
         secrets = (key,) if key else ()
+        guard: GuardedBuilder | None = None
+        builder: AssistantMessageBuilder
+        if secrets:
+            builder = guard = GuardedBuilder(
+                secrets,
+                api=model.api,
+                provider=provider,
+                model=model.id,
+                provider_thinking_level=level,
+            )
+        else:
+            builder = AssistantMessageBuilder(
+                api=model.api, provider=provider, model=model.id, provider_thinking_level=level
+            )
+            if self.needs_key(model):
+                return await self._fail(builder, model, emit, self.missing_key(model))
         parser = self.parser(model, builder)
         try:
             request = self.build_request(model, context, options, key)
@@ -490,11 +615,16 @@ class HttpProvider:
                         except Exception as exc:  # a parser's bug: still an error reply
                             what = f"an event {event.event[:40]!r}"
                             raise _unreadable(provider, what, exc, secrets) from None
+                        if guard is not None and guard.untidy:
+                            stream_events = guard.released(stream_events)
                         for stream_event in stream_events:
                             await emit(stream_event)
                         if parser.finished:
                             break
-                for stream_event in _guarded(parser.end, provider, secrets):
+                closing = _guarded(parser.end, provider, secrets)
+                if guard is not None:
+                    closing = guard.released(closing)
+                for stream_event in closing:
                     await emit(stream_event)
                 if parser.finished:
                     await events.drain()  # the connection goes back to the run's pool
@@ -508,9 +638,13 @@ class HttpProvider:
                 closing = _guarded(parser.end, provider, secrets)
             except ProviderFailure:  # the parser's own close failed: the generic one
                 closing = Parser.end(parser)
+            if guard is not None:
+                closing = guard.released(closing)
             for stream_event in closing:
                 await emit(stream_event)
             return await self._fail(builder, model, emit, _told(str(failure), secrets))
+        if guard is not None:
+            message = guard.scrub(message)
         error = message.error_message
         message = attrs.evolve(
             message,

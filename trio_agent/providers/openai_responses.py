@@ -21,8 +21,10 @@ reasoning that cannot be replayed). A reasoning level is sent as
 level the catalog's ``thinking_levels`` offer, as they map it; ``xhigh`` as
 ``high`` for a model without them). ``session_id`` is sent as
 ``prompt_cache_key``; a model without ``"image"`` in its input gets no images.
-``OPENAI_API_KEY`` is used, and a key required, only for ``provider="openai"``:
-another server behind this API (vLLM, Ollama, a proxy) gets the key given in
+``OPENAI_API_KEY`` is sent only to OpenAI's server (``https://api.openai.com``):
+a model of ``provider="openai"`` elsewhere (a proxy, a test server) needs the
+key given in the options, and is refused without one; another server behind
+this API, under its own provider label (vLLM, Ollama), gets the key given in
 the options, or none.
 
 Reading the stream: the output items (``message``, ``reasoning``,
@@ -56,7 +58,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -294,14 +295,6 @@ class OpenAIResponses(HttpProvider):
     api: ClassVar[str] = API
     label: ClassVar[str] = "openai"
     env_keys: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
-
-    def api_key(self, model: Model, options: StreamOptions) -> str | None:
-        """The option; else ``OPENAI_API_KEY``, for OpenAI only (never sent to another server)."""
-        if options.api_key:
-            return options.api_key
-        if model.provider in ("", "openai"):
-            return os.environ.get("OPENAI_API_KEY") or None
-        return None
 
     def needs_key(self, model: Model) -> bool:
         """OpenAI needs a key; another server (vLLM, Ollama, a proxy) is asked without one
