@@ -359,7 +359,7 @@ def _check_update(partial: ToolResult) -> None:
     assert len(partial.content) == 1
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_whatever_a_server_sends_open_server_and_calls_end_as_documented(
     data: st.DataObject,

@@ -270,12 +270,13 @@ async def test_an_error_result_is_kept_whole_at_max_error_chars_and_cut_to_it_pa
             with pytest.raises(Exception, match=r"^e+$") as whole:
                 await call(server, "error", size=MAX_ERROR_CHARS)
             with pytest.raises(Exception, match=r"^e+\n\[cut: ") as cut:
-                await call(server, "error", size=50_000)
+                await call(server, "error", size=MAX_ERROR_CHARS + 1)
     assert str(whole.value) == "e" * MAX_ERROR_CHARS
     message = str(cut.value)
     note = cut_note(message)
     assert len(message) == MAX_ERROR_CHARS
     assert message == "e" * (MAX_ERROR_CHARS - len(note)) + note
+    assert note == f"\n[cut: {len(note) + 1} more characters]"
 
 
 async def test_structured_content_is_kept_in_details_up_to_the_limit() -> None:
