@@ -14,6 +14,8 @@ changes it, then sends ``notifications/tools/list_changed``):
   (name, title, description and input schema as compact JSON);
 - ``long_names``: two more tools whose schemas are not valid, named with 128 and 129
   characters;
+- ``nan``: the tools ``finite`` and ``nan`` only, written to stdout by hand: the second's
+  schema holds ``NaN``, which the SDK's parser reads (and its server never writes);
 - ``deep``: one more tool whose schema is nested 250 levels deep (past what the SDK's parser
   reads: the whole reply is then unreadable);
 - ``pages:N``: N pages, each with a tool ``page{n}``, all but the last with a cursor;
@@ -24,12 +26,15 @@ Tools: ``texts`` (text blocks of the given sizes), ``error`` (an ``isError`` res
 of the given size), ``structured`` (a text block and structured content whose JSON has the
 given size), ``images`` (images of base64 data), ``progress`` (a progress message of the
 given size, then a result), ``deep`` (structured content nested 250
-levels deep), ``redos`` (structured content that takes exponential time to check against
+levels deep), ``bad_utf8`` (a reply with a byte that is not UTF-8, written to stdout
+before the SDK's own reply), ``nan_structured`` (structured content holding ``NaN``,
+written the same way), ``redos`` (structured content that takes exponential time to check against
 its output schema with a backtracking regex engine), ``relist`` and ``pid``.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -66,6 +71,8 @@ TOOLS = [
     _tool("images", {"count": COUNT, "size": COUNT}),
     _tool("progress", {"size": COUNT}),
     _tool("deep"),
+    _tool("bad_utf8"),
+    _tool("nan_structured"),
     _tool(
         "redos",
         {"n": COUNT},
@@ -98,6 +105,13 @@ async def list_tools(
         return types.ListToolsResult(tools=[_tool(f"page{page}")], next_cursor=next_cursor)
     if kind == "repeat":
         return types.ListToolsResult(tools=[_tool("page")], next_cursor="again")
+    if kind == "nan":
+        schema = '{"type":"object","properties":{"x":{"type":"number","maximum":BOUND}}}'
+        listed = [
+            f'{{"name":"{name}","inputSchema":{schema.replace("BOUND", bound)}}}'
+            for name, bound in NAN
+        ]
+        _reply_by_hand(ctx, '{"tools":[' + ",".join(listed) + "]}")
     tools = list(TOOLS)
     if kind == "many":
         tools += [_tool(f"t{i}", {"x": COUNT}) for i in range(int(count))]
@@ -109,6 +123,17 @@ async def list_tools(
     elif kind == "deep":
         tools.append(types.Tool(name="deeper", input_schema={"type": "object", **nested(DEPTH)}))
     return types.ListToolsResult(tools=tools)
+
+
+NAN = [("finite", "10"), ("nan", "NaN")]
+
+
+def _reply_by_hand(ctx: Any, result: str | bytes) -> None:
+    """Write the reply to this request to stdout as it is, ahead of the SDK's (which comes
+    too late: the client drops a second reply to a request)."""
+    raw = result.encode() if isinstance(result, str) else result
+    request_id = json.dumps(ctx.request_id).encode()
+    wire.write(b'{"jsonrpc":"2.0","id":' + request_id + b',"result":' + raw + b"}\n")
 
 
 def _text(text: str) -> types.TextContent:
@@ -136,6 +161,14 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             token, 1, 2, "p" * args["size"], related_request_id=ctx.request_id
         )
         return types.CallToolResult(content=[_text("progressed")])
+    if name == "bad_utf8":
+        _reply_by_hand(ctx, b'{"content":[{"type":"text","text":"a\xffb"}]}')
+        return types.CallToolResult(content=[_text("too late")])  # an answered id: dropped
+    if name == "nan_structured":
+        _reply_by_hand(
+            ctx, '{"content":[{"type":"text","text":"ok"}],"structuredContent":{"x":NaN}}'
+        )
+        return types.CallToolResult(content=[_text("too late")])
     if name == "deep":
         return types.CallToolResult(content=[_text("deep")], structured_content=nested(DEPTH))
     if name == "redos":
@@ -154,8 +187,13 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
 server = Server("trio-agent-unruly", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+# The stdout the SDK writes to, so that bad_utf8 can write to it too.
+wire = os.fdopen(os.dup(1), "wb", buffering=0)
+
+
 async def _stdio() -> None:
-    async with stdio_server() as (read, write):
+    stdout = anyio.wrap_file(io.TextIOWrapper(wire, encoding="utf-8", write_through=True))
+    async with stdio_server(stdout=stdout) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 

@@ -33,7 +33,7 @@ from trio_agent.mcp import (
 )
 
 SERVER = str(Path(__file__).with_name("mcp_unruly_server.py"))
-PLAIN_TOOLS = 9  # the tools of the server besides those a listing adds
+PLAIN_TOOLS = 11  # the tools of the server besides those a listing adds
 # The SDK's streamable HTTP transport leaves httpx2's stream generators to the garbage
 # collector when it closes, which Trio reports; the SDK's, not ours.
 pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'http(x|core)2\.:ResourceWarning")
@@ -220,6 +220,35 @@ async def test_an_unreadable_call_result_is_an_error_naming_the_server_and_the_t
         f"MCP server {sys.executable!r} failed to run tool 'deep': its reply could not be read"
     )
     assert pid.isdigit()
+
+
+async def test_a_byte_that_is_not_utf8_is_read_as_a_replacement_character() -> None:
+    # The SDK's stdio client decoded strictly: the reader failed, and the call waited for ever.
+    with trio.fail_after(BOUND):
+        async with unruly() as server:
+            result = await call(server, "bad_utf8")
+            pid = text(await call(server, "pid"))  # the session goes on
+    assert text(result) == "a\ufffdb"
+    assert pid.isdigit()
+
+
+async def test_a_tool_whose_schema_holds_nan_is_left_out() -> None:
+    # NaN is not JSON: every request to the model would fail to encode with it.
+    with trio.fail_after(BOUND):
+        async with unruly("nan") as server:
+            pass
+    assert ([tool.name for tool in server.tools], server.skipped) == (["finite"], ("nan",))
+
+
+async def test_structured_content_holding_nan_is_not_kept_in_details() -> None:
+    # A saved transcript holding it could not be read back.
+    with trio.fail_after(BOUND):
+        async with unruly() as server:
+            result = await call(server, "nan_structured")
+    assert text(result) == "ok"
+    assert result.details == {
+        "cut": "structured content that is not JSON (NaN or infinity), not kept"
+    }
 
 
 async def test_structured_content_is_not_checked_with_a_backtracking_regex() -> None:

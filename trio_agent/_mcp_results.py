@@ -79,8 +79,10 @@ def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
 
 
 def _json(value: Any) -> str | None:
+    """``value`` as JSON text, or None when it is not JSON (NaN and infinity, which the SDK's
+    parser reads, are not: a transcript holding one could not be read back)."""
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         return None
 
@@ -94,7 +96,7 @@ def tool_result(server: str, remote: str, result: mcp_types.CallToolResult) -> T
     if structured is not None and not any(
         isinstance(block, mcp_types.TextContent) for block in result.content
     ):
-        items.append(structured_json or "[structured content not shown]")
+        items.append(structured_json or "[structured content that is not JSON not shown]")
     count = len(items) + len(result.content)
     room = MAX_RESULT_BLOCKS if count <= MAX_RESULT_BLOCKS else MAX_RESULT_BLOCKS - 1
     images = 0
@@ -119,10 +121,10 @@ def tool_result(server: str, remote: str, result: mcp_types.CallToolResult) -> T
             or f"MCP server {server!r} reported an error from tool {remote!r}."
         )
     details: Any = structured
-    if structured is not None and not (
-        structured_json is not None and len(structured_json) <= MAX_RESULT_CHARS
-    ):
-        size = len(structured_json or "")
+    if structured is not None and structured_json is None:
+        details = {"cut": "structured content that is not JSON (NaN or infinity), not kept"}
+    elif structured_json is not None and len(structured_json) > MAX_RESULT_CHARS:
+        size = len(structured_json)
         details = {"cut": f"structured content of {size:,} characters of JSON, not kept"}
     return ToolResult(content=_within(items, count - len(items)), details=details)
 

@@ -28,9 +28,11 @@ of text, :data:`MAX_RESULT_BLOCKS` (100) content blocks and :data:`MAX_IMAGE_CHA
 (10,000,000) characters of image data; past a bound, the text is cut and ends with a note
 that counts what was left out (``[cut: 1,234 more characters]``), the note inside the bound,
 and an image is replaced by a note. ``details`` keeps structured content whose JSON is at most
-:data:`MAX_RESULT_CHARS` long, else a small ``{"cut": ...}`` note. A result the server flags
-``isError``, an MCP error reply, a reply that cannot be read, a server that dies or a
-connection that drops mid-call: an error result with one sentence, at most
+:data:`MAX_RESULT_CHARS` long (and that holds no NaN or infinity), else a small
+``{"cut": ...}`` note; it is not checked against the tool's output schema, whose patterns
+(regular expressions the server writes) a backtracking engine may take hours over. A result
+the server flags ``isError``, an MCP error reply, a reply that cannot be read, a server that
+dies or a connection that drops mid-call: an error result with one sentence, at most
 :data:`MAX_ERROR_CHARS` (2,000) characters, the cut note included (so is a progress message).
 When the run is aborted during a call, ``Cancelled`` propagates (the SDK tells the server with
 ``notifications/cancelled``) and the loop records "Operation aborted".
@@ -38,14 +40,18 @@ When the run is aborted during a call, ``Cancelled`` propagates (the SDK tells t
 What the tool list keeps: at most :data:`MAX_TOOLS` (500) tools, read from at most
 :data:`MAX_PAGES` (100) pages; a tool defined in more than :data:`MAX_TOOL_CHARS` (50,000)
 characters, a schema that is not valid JSON Schema, a name listed twice and the tools past
-the first :data:`MAX_TOOLS` are left out and named in ``server.skipped``; ``server.truncated``
-says when the list was not read whole (too many pages, a cursor that came back).
+the first :data:`MAX_TOOLS` are left out and named in ``server.skipped``, and so is a tool
+whose schema holds NaN or infinity (the SDK's parser reads them, but they are not JSON, and
+every request to the model would fail to encode); ``server.truncated`` says when the list was
+not read whole (too many pages, a cursor that came back).
 
 A reply the SDK cannot parse (JSON nested deeper than its parser's 200 levels, a wrong type
 in the envelope) ends the request it answered with an error, rather than leaving it to wait
 for ever; when the message does not say which request it answered (its id cannot be read),
 every request then waiting ends so: a server must write nothing but MCP messages, so such a
-message is most likely a reply gone wrong.
+message is most likely a reply gone wrong. A byte of a stdio server's output that is not
+UTF-8 is read as U+FFFD (as the SDK's own server reads its input), where the SDK's reader
+would stop and leave every request waiting.
 
 What escapes :func:`open_server` is one exception, never an exception group of the SDK's
 task groups:
@@ -69,6 +75,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -81,7 +88,7 @@ from mcp.client.session import IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from . import _mcp_wire
 from ._errors import ToolDefinitionError
@@ -293,7 +300,9 @@ class McpServer:
                 text = bounded(message)
             else:
                 text = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
-            on_update(ToolResult.text(text, details={"progress": progress, "total": total}))
+            numbers = {"progress": progress, "total": total}  # NaN or infinity: not JSON
+            details = {k: v if v is None or math.isfinite(v) else None for k, v in numbers.items()}
+            on_update(ToolResult.text(text, details=details))
 
         request = mcp_types.CallToolRequest(
             params=mcp_types.CallToolRequestParams(name=remote, arguments=args)
@@ -359,8 +368,14 @@ def _definition(spec: mcp_types.Tool) -> str | None:
     if size > MAX_TOOL_CHARS:
         return None
     try:
+        # allow_nan=False: NaN and infinity (which the SDK's parser reads) are not JSON, and
+        # a schema holding one would make every request to the model fail to encode.
         schema = json.dumps(
-            spec.input_schema, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+            spec.input_schema,
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+            allow_nan=False,
         )
     except (TypeError, ValueError, RecursionError):
         return None
@@ -372,6 +387,16 @@ def _definition(spec: mcp_types.Tool) -> str | None:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, MCPError):
         return exc.message
+    if isinstance(exc, ValidationError):
+        # Not str(exc): it shows every error, and a reply of many wrong parts has thousands
+        # (seconds of work to write out, to be cut to a sentence).
+        first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the top"
+        count = exc.error_count()
+        return (
+            f"its reply is not what MCP says it is ({count:,} "
+            f"problem{'' if count == 1 else 's'}; at {where}: {first['msg']})"
+        )
     return str(exc) or type(exc).__name__
 
 
@@ -452,7 +477,13 @@ async def open_server(
     async def connect(stack: AsyncExitStack) -> _Streams:
         if command is not None:
             params = StdioServerParameters(
-                command=command, args=list(args), env=None if env is None else dict(env), cwd=cwd
+                command=command,
+                args=list(args),
+                env=None if env is None else dict(env),
+                cwd=cwd,
+                # Why: decoding strictly, the SDK's reader fails at a byte that is not UTF-8
+                # and every request then waits for ever; its own server reads with "replace".
+                encoding_error_handler="replace",
             )
             try:
                 return await stack.enter_async_context(stdio_client(params, errlog=_errlog()))
