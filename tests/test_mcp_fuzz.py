@@ -59,7 +59,10 @@ LISTING: dict[str, Any] = {
         {
             "name": "a",
             "description": "A tool.",
-            "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}},
+            "inputSchema": {
+                "type": "object",
+                "properties": {"x": {"type": "string", "default": "d", "examples": ["e"]}},
+            },
         },
         {
             "name": "b",
@@ -77,6 +80,13 @@ RESULT: dict[str, Any] = {
     ],
     "structuredContent": {"k": [1, 2]},
     "isError": False,
+}
+FREE: dict[str, list[tuple[Any, ...]]] = {
+    "tools/list": [
+        ("tools", 0, "inputSchema", "properties", "x", "default"),
+        ("tools", 0, "inputSchema", "properties", "x", "examples", 0),
+    ],
+    "tools/call": [("structuredContent", "k", 0)],
 }
 WELL_FORMED = {"initialize": INITIALIZE, "tools/list": LISTING, "tools/call": RESULT}
 
@@ -97,15 +107,11 @@ JSON_VALUES = st.recursive(
 )
 # Past what a result keeps, in one piece or in many; nested past the 200 levels of the SDK's
 # parser (the reply cannot be read) and below it (it can).
-TEXT_BLOCKS = st.builds(
-    lambda count, size: [{"type": "text", "text": "x" * size}] * count,
-    st.sampled_from([1, 99, 101, 3_000]),
-    st.sampled_from([0, 1, 1_000, MAX_RESULT_CHARS + 1]),
-)
-IMAGES = st.builds(
-    lambda count, size: [{"type": "image", "data": "A" * size, "mimeType": "image/png"}] * count,
-    st.sampled_from([1, 3]),
-    st.sampled_from([4, MAX_IMAGE_CHARS // 2]),
+TEXT_BLOCKS = st.sampled_from(
+    [(1, MAX_RESULT_CHARS + 1), (2, 60_000), (99, 1_000), (101, 1), (3_000, 1), (5, 0)]
+).map(lambda shape: [{"type": "text", "text": "x" * shape[1]}] * shape[0])
+IMAGES = st.sampled_from([(1, MAX_IMAGE_CHARS // 2), (3, MAX_IMAGE_CHARS // 3), (50, 4)]).map(
+    lambda shape: [{"type": "image", "data": "A" * shape[1], "mimeType": "image/png"}] * shape[0]
 )
 TOOLS = st.lists(
     st.fixed_dictionaries(
@@ -125,7 +131,8 @@ BIG = (
     | IMAGES
     | TOOLS
 )
-VALUES = JSON_VALUES | BIG
+NOT_JSON = st.sampled_from([math.nan, math.inf, -math.inf])  # the SDK's parser reads them
+VALUES = JSON_VALUES | BIG | NOT_JSON
 NOT_AN_ID: st.SearchStrategy[Any] = (
     st.none() | st.booleans() | st.just(1.5) | st.lists(SCALARS, max_size=2) | st.just({})
 )
@@ -202,7 +209,8 @@ def replies(draw: st.DrawFn, method: str, request_id: Any) -> list[str]:
         st.sampled_from(
             [
                 *("well formed", "changed", "changed", "changed", "dropped", "replaced"),
-                *("error", "error with a null id", "broken envelope", "not JSON"),
+                *("big", "flood", "flood", "NaN", "NaN", "error", "error with a null id"),
+                *("broken envelope", "not JSON"),
             ]
         )
     )
@@ -212,6 +220,15 @@ def replies(draw: st.DrawFn, method: str, request_id: Any) -> list[str]:
     elif kind == "changed":
         path = draw(st.sampled_from(_nodes(well_formed)))
         envelope["result"] = _replace(well_formed, path, draw(VALUES))
+    elif kind == "flood" and method == "tools/call":  # more than a result keeps
+        content = draw(st.lists(TEXT_BLOCKS | IMAGES, min_size=1, max_size=3))
+        envelope["result"] = {**RESULT, "content": [block for part in content for block in part]}
+    elif kind in ("big", "flood"):  # too long, too many, too deep
+        path = draw(st.sampled_from(_nodes(well_formed)))
+        envelope["result"] = _replace(well_formed, path, draw(BIG))
+    elif kind == "NaN":  # where any value is valid: a schema's annotations, structured content
+        path = draw(st.sampled_from(FREE.get(method, [()])))
+        envelope["result"] = _replace(well_formed, path, draw(NOT_JSON))
     elif kind == "dropped":
         paths = _nodes(well_formed)[1:]
         envelope["result"] = _drop(well_formed, draw(st.sampled_from(paths)))
@@ -293,8 +310,10 @@ def _check_result(result: ToolResult) -> None:
     assert text <= MAX_RESULT_CHARS
     images = [block for block in result.content if isinstance(block, ImageContent)]
     assert sum(len(image.data) + len(image.mime_type) for image in images) <= MAX_IMAGE_CHARS
-    if result.details is not None:
-        assert len(json.dumps(result.details, ensure_ascii=False)) <= MAX_RESULT_CHARS
+    # What goes to the model, or into a saved transcript, is JSON that encodes (no NaN).
+    json.dumps([block.text for block in result.content if isinstance(block, TextContent)])
+    details = json.dumps(result.details, ensure_ascii=False, allow_nan=False)
+    assert len(details) <= MAX_RESULT_CHARS
 
 
 async def _session(data: st.DataObject) -> None:
@@ -305,7 +324,11 @@ async def _session(data: st.DataObject) -> None:
 async def _connected(data: st.DataObject) -> None:
     # Which requests get a drawn reply: all of them, or one kind (the others are answered
     # well, so that most examples get as far as their calls).
-    target = data.draw(st.sampled_from(["initialize", "tools/list", "tools/call", "all"]))
+    target = data.draw(
+        st.sampled_from(
+            ["initialize", "tools/list", "tools/list", "tools/call", "tools/call", "all"]
+        )
+    )
 
     def draw(method: str, request_id: Any) -> list[str]:
         if target not in (method, "all"):
@@ -338,6 +361,8 @@ async def _connected(data: st.DataObject) -> None:
 async def _use(server: McpServer, outcome: list[str]) -> None:
     assert len(server.tools) <= MAX_TOOLS
     assert len(server.skipped) <= MAX_TOOLS
+    for tool in server.tools:  # what every request to the model carries: JSON that encodes
+        json.dumps([tool.name, tool.description, tool.parameters], allow_nan=False).encode()
     for tool in server.tools[:3]:
         error: Exception | None = None
         try:
@@ -359,7 +384,7 @@ def _check_update(partial: ToolResult) -> None:
     assert len(partial.content) == 1
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_whatever_a_server_sends_open_server_and_calls_end_as_documented(
     data: st.DataObject,
