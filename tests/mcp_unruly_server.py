@@ -28,8 +28,10 @@ given size), ``images`` (images of base64 data), ``progress`` (a progress messag
 given size, then a result), ``deep`` (structured content nested 250
 levels deep), ``bad_utf8`` (a reply with a byte that is not UTF-8, written to stdout
 before the SDK's own reply), ``nan_structured`` (structured content holding ``NaN``,
-written the same way), ``redos`` (structured content that takes exponential time to check against
-its output schema with a backtracking regex engine), ``relist`` and ``pid``.
+written the same way), ``nan_progress`` (a progress notification of ``Infinity`` out of
+``NaN``, written the same way, then a result), ``redos`` (structured content that takes
+exponential time to check against its output schema with a backtracking regex engine),
+``relist`` and ``pid``.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ TOOLS = [
     _tool("deep"),
     _tool("bad_utf8"),
     _tool("nan_structured"),
+    _tool("nan_progress"),
     _tool(
         "redos",
         {"n": COUNT},
@@ -164,6 +167,12 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "bad_utf8":
         _reply_by_hand(ctx, b'{"content":[{"type":"text","text":"a\xffb"}]}')
         return types.CallToolResult(content=[_text("too late")])  # an answered id: dropped
+    if name == "nan_progress":
+        token = json.dumps((ctx.meta or {})["progress_token"])
+        params = f'{{"progressToken":{token},"progress":Infinity,"total":NaN}}'
+        wire.write(b'{"jsonrpc":"2.0","method":"notifications/progress","params":')
+        wire.write(params.encode() + b"}\n")
+        return types.CallToolResult(content=[_text("progressed")])
     if name == "nan_structured":
         _reply_by_hand(
             ctx, '{"content":[{"type":"text","text":"ok"}],"structuredContent":{"x":NaN}}'

@@ -33,7 +33,7 @@ from trio_agent.mcp import (
 )
 
 SERVER = str(Path(__file__).with_name("mcp_unruly_server.py"))
-PLAIN_TOOLS = 11  # the tools of the server besides those a listing adds
+PLAIN_TOOLS = 12  # the tools of the server besides those a listing adds
 # The SDK's streamable HTTP transport leaves httpx2's stream generators to the garbage
 # collector when it closes, which Trio reports; the SDK's, not ours.
 pytestmark = pytest.mark.filterwarnings(r"ignore:Async generator 'http(x|core)2\.:ResourceWarning")
@@ -249,6 +249,21 @@ async def test_structured_content_holding_nan_is_not_kept_in_details() -> None:
     assert result.details == {
         "cut": "structured content that is not JSON (NaN or infinity), not kept"
     }
+
+
+async def test_progress_numbers_that_are_not_finite_are_given_as_none() -> None:
+    updates: list[ToolResult] = []
+    seen = trio.Event()
+
+    def update(partial: ToolResult) -> None:
+        updates.append(partial)
+        seen.set()
+
+    with trio.fail_after(BOUND):
+        async with unruly() as server:
+            await tool(server, "nan_progress").execute("c", {}, update)
+            await seen.wait()  # the SDK may run the progress callback after the result
+    assert updates[0].details == {"progress": None, "total": None}
 
 
 async def test_structured_content_is_not_checked_with_a_backtracking_regex() -> None:
