@@ -169,9 +169,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=[_text("too late")])  # an answered id: dropped
     if name == "nan_progress":
         token = json.dumps((ctx.meta or {})["progress_token"])
-        params = f'{{"progressToken":{token},"progress":Infinity,"total":NaN}}'
+        notice = f'{{"progressToken":{token},"progress":Infinity,"total":NaN}}'
         wire.write(b'{"jsonrpc":"2.0","method":"notifications/progress","params":')
-        wire.write(params.encode() + b"}\n")
+        wire.write(notice.encode() + b"}\n")
         return types.CallToolResult(content=[_text("progressed")])
     if name == "nan_structured":
         _reply_by_hand(
