@@ -88,6 +88,34 @@ async def test_a_server_that_does_not_start_is_one_line_and_exit_1(tmp_path: Pat
     assert "did not start" in line
 
 
+@needs_mcp
+async def test_a_server_whose_tool_list_cannot_be_read_is_one_line_and_exit_1(
+    tmp_path: Path,
+) -> None:
+    # The list nested past what the SDK's parser reads: it waited for a reply for ever.
+    unruly = shlex.join([sys.executable, str(ROOT / "tests" / "mcp_unruly_server.py"), "deep"])
+    result = await cli(
+        [
+            "run",
+            "hi",
+            "--model",
+            "openai-chat:llama3.2",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--mcp",
+            unruly,
+        ],
+        env=keyed(API),
+        cwd=tmp_path,
+    )
+    assert result.code == 1, result
+    # The last line: above it, the SDK logs the line it could not parse (Python's logging
+    # writes a library's unhandled records to stderr).
+    line = result.err.splitlines()[-1]
+    assert line.startswith(f"error: --mcp {unruly!r}: the server did not start: "), line
+    assert "its reply could not be read" in line
+
+
 def test_without_the_mcp_package_mcp_is_one_line_and_exit_2(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
