@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import secrets
 import shlex
@@ -378,6 +379,10 @@ async def open_mcp_servers(
         return []
     from .. import mcp  # lazily: an optional extra, already imported by parse_mcp
 
+    # The SDK logs what a server sent that it could not read, with a traceback, and
+    # Python's logging writes a library's records to stderr when no handler is set. The
+    # command line says in one line what failed (a call's error result, or ServerError).
+    logging.getLogger("mcp").addHandler(logging.NullHandler())
     servers: list[McpServer] = []
     for argv in commands:
         try:
