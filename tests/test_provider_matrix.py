@@ -104,7 +104,7 @@ def google_error(status: int, message: str) -> tuple[dict[str, Any], str]:
 
 
 def chat_replay(value: str) -> list[Any]:
-    arguments = json.dumps({"value": value})
+    arguments = json.dumps({"value": value}, ensure_ascii=False, separators=(",", ":"))
     return [
         {
             "role": "assistant",
@@ -127,7 +127,7 @@ def responses_replay(value: str) -> list[Any]:
             "type": "function_call",
             "call_id": "call_echo1",
             "name": "echo",
-            "arguments": json.dumps({"value": value}),
+            "arguments": json.dumps({"value": value}, ensure_ascii=False, separators=(",", ":")),
             "id": "fc_echo1",
         },
         {"type": "function_call_output", "call_id": "call_echo1", "output": f"echo:{value}"},

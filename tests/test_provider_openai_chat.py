@@ -730,7 +730,7 @@ async def test_the_transcript_is_made_sendable(clock: Any) -> None:
                 {
                     "id": "t1",
                     "type": "function",
-                    "function": {"name": "echo", "arguments": '{"value": "\\u00e9"}'},
+                    "function": {"name": "echo", "arguments": '{"value":"é"}'},  # JSON.stringify
                 },
                 {"id": "t2", "type": "function", "function": {"name": "echo", "arguments": "{}"}},
             ],

@@ -518,14 +518,14 @@ async def test_the_request_for_a_transcript(clock: Any) -> None:
                 "id": "fc_1",
                 "call_id": "call_1",
                 "name": "echo",
-                "arguments": '{"value": "\\u00e9"}',
+                "arguments": '{"value":"é"}',  # as JSON.stringify writes it
             },
             {
                 "type": "function_call",
                 "id": "fc_2",
                 "call_id": "call_2",
                 "name": "echo",
-                "arguments": '{"value": "b"}',
+                "arguments": '{"value":"b"}',
             },
             {
                 "type": "function_call",
@@ -826,14 +826,14 @@ async def test_a_tool_loop_sends_the_calls_and_their_outputs_back(clock: Any) ->
             "id": "fc_a1",
             "call_id": "call_A1",
             "name": "get_weather",
-            "arguments": '{"city": "Paris\\u00e9", "days": 3}',
+            "arguments": '{"city":"Parisé","days":3}',
         },
         {
             "type": "function_call",
             "id": "fc_b2",
             "call_id": "call_B2",
             "name": "get_time",
-            "arguments": '{"tz": "UTC"}',
+            "arguments": '{"tz":"UTC"}',
         },
         {
             "type": "function_call_output",

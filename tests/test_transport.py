@@ -937,6 +937,16 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _arguments_texts(value: Any) -> list[str]:
+    """Every string under an ``arguments`` key of ``value``, at any depth."""
+    if isinstance(value, list):
+        return [text for item in value for text in _arguments_texts(item)]
+    if not isinstance(value, dict):
+        return []
+    found = [value["arguments"]] if isinstance(value.get("arguments"), str) else []
+    return found + [text for item in value.values() for text in _arguments_texts(item)]
+
+
 @pytest.mark.parametrize("api", MATRIX_APIS, ids=lambda api: api.name)
 async def test_a_transcript_that_json_cannot_encode_is_sent_repaired(
     clock: Any, api: MatrixApi
@@ -969,6 +979,12 @@ async def test_a_transcript_that_json_cannot_encode_is_sent_repaired(
     assert (result.message.stop_reason, result.message.text) == ("stop", api.answer)
     (request,) = server.requests
     text = request.body.decode("utf-8")  # strict: valid UTF-8
-    json.loads(text, parse_constant=_refuse_constant)  # strict: no NaN, no Infinity
+    body = json.loads(text, parse_constant=_refuse_constant)  # strict: no NaN, no Infinity
+    for arguments in _arguments_texts(body):  # the OpenAI APIs take arguments as JSON text
+        assert json.loads(arguments, parse_constant=_refuse_constant) == {
+            "value": "x \ufffd",
+            "n": None,
+            "big": None,
+        }
     assert "lone \ufffd high, lone \ufffd low, a pair 😀" in text
     assert "result \ufffd" in text

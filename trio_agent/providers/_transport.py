@@ -82,6 +82,7 @@ __all__ = [
     "SseStream",
     "Transport",
     "error_text",
+    "json_text",
     "redact",
 ]
 
@@ -490,6 +491,20 @@ def _encoded(body: Any) -> bytes:
         return _dumps(body).encode("utf-8")
     except ValueError:  # UnicodeEncodeError (a lone surrogate), or a number not finite
         return _dumps(_encodable(body)).encode("utf-8")
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text to send inside a request (a tool call's arguments, which the
+    OpenAI APIs take as a string), as JavaScript's ``JSON.stringify`` writes it, repaired
+    as a request body is (:func:`_encoded`): a number that is not finite as ``null``,
+    never the ``NaN`` no JSON parser reads, and a lone surrogate as U+FFFD."""
+    try:
+        text = _dumps(value)
+        text.encode("utf-8")
+    except ValueError:  # NaN or an infinity (jiter reads them in a model's arguments), or
+        # a lone surrogate
+        return _dumps(_encodable(value))
+    return text
 
 
 def _dumps(value: Any) -> str:

@@ -39,7 +39,6 @@ taken; an event with empty data is skipped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, get_args
 from urllib.parse import urlsplit
@@ -75,7 +74,7 @@ from ._common import (
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
 from ._sse import SseEvent
-from ._transport import HttpRequest, ProviderFailure
+from ._transport import HttpRequest, ProviderFailure, json_text
 
 __all__ = ["API", "Compat", "OpenAIChat", "model", "provider", "stream"]
 
@@ -357,7 +356,7 @@ def _assistant(message: AssistantMessage, reasoning_content: bool) -> dict[str, 
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                "function": {"name": call.name, "arguments": json_text(call.arguments)},
             }
             for call in calls
         ]

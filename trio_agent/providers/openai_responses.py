@@ -90,7 +90,7 @@ from ._common import (
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
 from ._sse import SseEvent
-from ._transport import HttpRequest, ProviderFailure
+from ._transport import HttpRequest, ProviderFailure, json_text
 
 __all__ = ["API", "OpenAIResponses", "model", "provider", "stream"]
 
@@ -252,7 +252,7 @@ def _assistant(message: AssistantMessage, model: Model, position: int) -> list[d
                 "type": "function_call",
                 "call_id": call_id,
                 "name": block.name,
-                "arguments": json.dumps(block.arguments),
+                "arguments": json_text(block.arguments),
             }
             # OpenAI pairs an fc_ item with the reasoning item before it: leave the
             # id out when that reasoning is not sent (another model's, or lost).
