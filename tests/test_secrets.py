@@ -748,3 +748,43 @@ def test_the_filter_passes_a_piece_without_a_beginning_of_the_key_as_it_is() -> 
     assert key_filter.feed("sk-test-0!") == "***!"  # a beginning that stops before "!"
     assert key_filter.feed(KEY[:5]) == ""
     assert key_filter.finish() == "***"  # a beginning cut off at the end of the block
+
+
+# -- a key or a header HTTP cannot carry ---------------------------------------------------------
+
+UNSENDABLE_KEYS = [KEY + "é", KEY + "\r\nx-injected: 1", KEY + "\n", "\x00" + KEY]
+
+
+@pytest.mark.parametrize("api", APIS, ids=lambda api: api.name)
+@pytest.mark.parametrize("key", UNSENDABLE_KEYS, ids=["non-ascii", "crlf", "lf", "nul"])
+async def test_a_key_http_cannot_carry_is_an_error_reply_that_does_not_show_it(
+    clock: Any, api: Api, key: str
+) -> None:
+    """httpx raises for a header value that is not ASCII (out of ``prompt()``), and h11's
+    error quotes a value with a CR or LF escaped, where the key is no longer found."""
+    async with open_sse_server() as server:
+        result = await call(api.stream, api.model(server.url), opts=options(api_key=key))
+        assert server.requests == []  # nothing was sent
+    message = result.message
+    assert message.stop_reason == "error"
+    assert message.error_message is not None
+    assert "holds a character an HTTP header cannot carry" in message.error_message
+    assert leaked(message.error_message) < SECRET_FRAGMENT, message.error_message
+    assert leaked(repr(result.events)) < SECRET_FRAGMENT
+
+
+async def test_a_header_value_http_cannot_carry_is_an_error_reply_naming_the_header(
+    clock: Any,
+) -> None:
+    async with open_sse_server() as server:
+        result = await call(
+            openai_chat.stream,
+            openai_chat.model("m", base_url=server.url),
+            opts=options(api_key=KEY, headers={"x-team": "équipe"}),
+        )
+        assert server.requests == []
+    assert result.message.error_message == (
+        "the request was not sent: the value of its header 'x-team' (the API key, if the "
+        "header carries it) holds a character an HTTP header cannot carry (one that is not "
+        "ASCII, or a control character)"
+    )

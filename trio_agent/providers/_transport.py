@@ -62,6 +62,7 @@ import email.utils
 import json
 import math
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -526,6 +527,32 @@ def _encodable(value: Any) -> Any:
     return value
 
 
+_NOT_IN_A_HEADER = re.compile(r"[^\t\x20-\x7e]")
+"""A character an HTTP header cannot carry as httpx sends it (ASCII): any other, and the
+control characters (CR and LF would end the header), but for tab."""
+
+
+def _check_headers(headers: Mapping[str, str]) -> None:
+    """:class:`ProviderFailure` for a header the request could not carry: a key or a
+    header value (the application's) with a character that is not ASCII, or a CR or LF.
+
+    Checked before anything is sent, and told without the value, which may be the key:
+    the HTTP library's own error quotes it, escaped, where :func:`redact` cannot find it.
+    """
+    for name, value in headers.items():
+        if not isinstance(name, str) or _NOT_IN_A_HEADER.search(name):
+            raise ProviderFailure(
+                f"the request was not sent: the header name {name!r:.100} holds a character "
+                "an HTTP header cannot carry (one that is not ASCII, or a control character)"
+            )
+        if not isinstance(value, str) or _NOT_IN_A_HEADER.search(value):
+            raise ProviderFailure(
+                f"the request was not sent: the value of its header {name!r} (the API key, "
+                "if the header carries it) holds a character an HTTP header cannot carry "
+                "(one that is not ASCII, or a control character)"
+            )
+
+
 def _backoff(attempt: int) -> float:
     """1 s, 2 s, 4 s, ... with up to 25% jitter."""
     delay: float = 2.0**attempt
@@ -561,6 +588,7 @@ class Transport:
         transport's). Raises :class:`ProviderFailure`.
         """
         secrets = tuple(secret for secret in secrets if secret)
+        _check_headers(request.headers)
         content = _encoded(request.body)
         attempt = 0
         while True:
