@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -789,3 +791,44 @@ def test_arguments_nested_past_the_recursion_limit_are_an_argument_error() -> No
         "Received arguments:\n(too deeply nested to show)"
     )
     assert expected == failure(ECHO, {"value": deep}, tool="echo")
+
+
+# ------------------------------------------------------------------ bounds
+
+
+_IN_A_PROCESS = """
+import json, sys
+from trio_agent._validation import compile_validator
+schema, arguments = json.loads(sys.stdin.read())
+try:
+    compile_validator(schema, tool_name="t").validate("t", arguments)
+except ValueError as error:
+    print(str(error), end="")
+"""
+
+
+def failure_in_a_process(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """:func:`failure` in a fresh interpreter that must end within 30 s. Python's ``re`` holds
+    the GIL while it backtracks, so a thread running it cannot be waited for: a process can be
+    stopped."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_A_PROCESS],
+        input=json.dumps([schema, arguments]),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=True,
+    )
+    return done.stdout
+
+
+def lines_in_a_process(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    head, _, _ = failure_in_a_process(schema, arguments).partition("\n\nReceived arguments:\n")
+    return head.split("\n")[1:]
+
+
+def test_a_long_run_of_digits_for_an_integer_takes_linear_time() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    digits = "1" * 100_000 + "x"
+    assert lines_in_a_process(schema, {"n": digits}) == ["  - n: must be integer"]

@@ -79,7 +79,11 @@ def _words(text: str) -> list[str]:
 _JS_SPACE: Final = "\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join(
     map(chr, range(0x2000, 0x200B))
 )  # what String.prototype.trim strips
-_DECIMAL: Final = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+# Each part has one way to match (no `[0-9]+\.?[0-9]*`, which backtracks quadratically on a long
+# run of digits that does not end well).
+_DECIMAL: Final = re.compile(
+    r"[+-]?(?:Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+)
 _NON_DECIMAL: Final = re.compile(r"0(?:([xX])([0-9a-fA-F]+)|([oO])([0-7]+)|([bB])([01]+))")
 _INDEX_KEY: Final = re.compile(r"0|[1-9][0-9]{0,9}")  # an array index if < 2**32 - 1
 
