@@ -4,17 +4,44 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import subprocess
 import sys
-from typing import Any
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
+import jsonschema  # type: ignore[import-untyped]  # ships no type information
+import mcp.types as mcp_types
+import outcome
 import pytest
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp import ClientSession
 
-from tests._support import echo
+from tests._support import echo, examples
+from trio_agent import Agent, AgentMessage, ToolResult, ToolResultMessage, ToolUpdate
 from trio_agent._errors import ToolArgumentsError, ToolDefinitionError
+from trio_agent._metered import Budget, OverBudget, charge
 from trio_agent._tools import AgentTool
-from trio_agent._validation import ArgumentValidator, compile_validator
+from trio_agent._validation import (
+    BASE_STEPS,
+    COMPILE_STEPS,
+    MAX_SCHEMA_CHAIN,
+    MAX_SCHEMA_VALUES,
+    STEPS_PER_UNIT,
+    UNIT_CHARS,
+    ArgumentValidator,
+    compile_validator,
+    step_budget,
+)
+from trio_agent.mcp import McpServer
+from trio_agent.providers import faux
+
+T = TypeVar("T")
 
 ECHO = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
 
@@ -769,14 +796,21 @@ def test_member_that_refers_to_the_whole_schema_is_checked_without_endless_recur
     assert expected == error_lines(schema, {"a": "x"})
 
 
-def test_schema_nested_past_the_recursion_limit_is_a_definition_error() -> None:
+def test_schema_nested_10000_levels_deep_is_a_definition_error() -> None:
     deep: dict[str, Any] = {}
-    for _ in range(sys.getrecursionlimit()):
+    for _ in range(10_000):
         deep = {"items": deep}
-    expected = (
-        "tool 'broken': parameters is nested too deeply to compile (past Python's recursion limit)"
-    )
+    expected = "tool 'broken': parameters is nested more than 50 levels deep"
     assert expected == definition_error({"type": "object", "properties": {"a": deep}})
+
+
+def test_schema_nested_50_levels_deep_compiles_and_51_does_not() -> None:
+    deep: dict[str, Any] = {}
+    for _ in range(47):  # the root, its properties and "a" are three levels
+        deep = {"items": deep}
+    assert agent_tool({"type": "object", "properties": {"a": deep}}).validate_arguments({}) == {}
+    expected = "tool 'broken': parameters is nested more than 50 levels deep"
+    assert expected == definition_error({"type": "object", "properties": {"a": {"items": deep}}})
 
 
 def test_arguments_nested_past_the_recursion_limit_are_an_argument_error() -> None:
@@ -789,3 +823,536 @@ def test_arguments_nested_past_the_recursion_limit_are_an_argument_error() -> No
         "Received arguments:\n(too deeply nested to show)"
     )
     assert expected == failure(ECHO, {"value": deep}, tool="echo")
+
+
+# ------------------------------------------------------------------ bounds
+
+
+def finishes(fn: Callable[[], T]) -> T:
+    """``fn()``, run in a thread that must end within 30 s (each call here ran for hours, or
+    froze the run, before validation was bounded; it now takes milliseconds)."""
+    results: list[outcome.Outcome[T]] = []
+    thread = threading.Thread(target=lambda: results.append(outcome.capture(fn)), daemon=True)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():
+        pytest.fail("still running after 30 s")
+    return results[0].unwrap()
+
+
+_IN_A_PROCESS = """
+import json, sys
+from trio_agent._validation import compile_validator
+schema, arguments = json.loads(sys.stdin.read())
+try:
+    compile_validator(schema, tool_name="t").validate("t", arguments)
+except ValueError as error:
+    print(str(error), end="")
+"""
+
+
+def failure_in_a_process(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """:func:`failure` in a fresh interpreter that must end within 30 s. Python's ``re`` holds
+    the GIL while it backtracks, so a thread running it cannot be waited for: a process can be
+    stopped."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_A_PROCESS],
+        input=json.dumps([schema, arguments]),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parent.parent,
+        check=True,
+    )
+    return done.stdout
+
+
+def lines_in_a_process(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    head, _, _ = failure_in_a_process(schema, arguments).partition("\n\nReceived arguments:\n")
+    return head.split("\n")[1:]
+
+
+def doubling(levels: int, leaf: Any, keyword: str = "anyOf") -> dict[str, Any]:
+    """``x`` → d0 → keyword[d1, d1], d1 → keyword[d2, d2], ... → leaf: 2**levels paths."""
+    defs: dict[str, Any] = {
+        f"d{i}": {keyword: [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"d{levels}"] = leaf
+    return {
+        "type": "object",
+        "$defs": defs,
+        "properties": {"x": {"$ref": "#/$defs/d0"}},
+        "required": ["x"],
+    }
+
+
+def over_budget(arguments: Any, tool: str = "t") -> str:
+    return (
+        f'Validation failed for tool "{tool}": checking the arguments against the'
+        f" tool's schema took more than {step_budget(arguments):,} steps"
+    )
+
+
+def test_the_budget_is_50000_steps_and_100_per_value_of_the_arguments() -> None:
+    assert (BASE_STEPS, STEPS_PER_UNIT, UNIT_CHARS) == (50_000, 100, 64)
+    assert step_budget({}) == 50_100
+    assert step_budget({"x": [1, "a" * 130]}) == 50_000 + 100 * (4 + 2)
+    assert step_budget({"k" * 64: None}) == 50_000 + 100 * (2 + 1)
+
+
+@pytest.mark.parametrize("keyword", ["anyOf", "allOf", "oneOf"])
+def test_references_shared_by_a_union_are_stopped_by_the_budget(keyword: str) -> None:
+    schema = doubling(30, {"type": "string"}, keyword)
+    arguments = {"x": [1]}
+    assert over_budget(arguments) == finishes(lambda: failure(schema, arguments))
+
+
+def test_a_backtracking_pattern_takes_linear_time() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}}}
+    lines = lines_in_a_process(schema, {"x": "a" * 40 + "!"})
+    assert lines == ['  - x: must match pattern "^(a+)+$"']
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        ("^(a+)+$", "aaaa"),
+        ("^(a+)+$", "aaab"),
+        ("^(a+)+$", ""),
+        ("[0-9]{3}-[0-9]{4}", "call 555-1234 now"),
+        ("^[a-z_][a-z0-9_]*$", "snake_case"),
+        ("^[a-z_][a-z0-9_]*$", "Camel"),
+        ("colou?r", "the color red"),
+        ("^\\d+$", "123"),
+        ("^.{2,3}$", "héé"),
+    ],
+)
+def test_patterns_match_as_pythons_re_does_on_plain_patterns(pattern: str, text: str) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}
+    validator = compile_validator(schema, tool_name="t")
+    try:
+        validator.validate("t", {"x": text})
+    except ToolArgumentsError:
+        matched = False
+    else:
+        matched = True
+    assert matched == bool(re.search(pattern, text))
+
+
+def test_pattern_properties_and_additional_properties_match_with_re2() -> None:
+    schema = {
+        "type": "object",
+        "patternProperties": {"^(a+)+$": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    long_key = "a" * 40 + "!"
+    assert lines_in_a_process(schema, {"aaa": "1x", long_key: 1}) == [
+        "  - root: must not have additional properties",
+        "  - aaa: must be integer",
+    ]
+
+
+def test_pattern_classes_are_ascii_as_in_javascript() -> None:
+    schema = {"type": "object", "properties": {"d": {"type": "string", "pattern": "^\\d$"}}}
+    assert error_lines(schema, {"d": "\u0663"}) == ['  - d: must match pattern "^\\d$"']
+
+
+def test_patterns_read_javascripts_unicode_escapes_and_take_lone_surrogates() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "pattern": "^\\u0041\\u{1F600}$"},
+            "b": {"type": "string", "pattern": "^x.y$"},
+        },
+    }
+    expected = {"a": "A\U0001f600", "b": "x\ud800y"}
+    assert expected == validate(schema, dict(expected))
+
+
+@pytest.mark.parametrize(
+    ("sub", "pattern", "where", "reason"),
+    [
+        ({"pattern": "^(?=a)"}, "^(?=a)", "$.properties.x.pattern", "invalid perl operator: (?="),
+        ({"pattern": "(a)\\1"}, "(a)\\1", "$.properties.x.pattern", "invalid escape sequence: \\1"),
+        (
+            {"patternProperties": {"(?<!a)b": {}}},
+            "(?<!a)b",
+            "$.properties.x.patternProperties['(?<!a)b']",
+            "invalid perl operator: (?<!",
+        ),
+        (
+            {"pattern": "a{1001}"},
+            "a{1001}",
+            "$.properties.x.pattern",
+            "invalid repetition size: {1001}",
+        ),
+    ],
+)
+def test_a_pattern_re2_cannot_compile_is_refused_when_the_tool_is_made(
+    sub: dict[str, Any], pattern: str, where: str, reason: str
+) -> None:
+    expected = (
+        f"tool 'broken': parameters has a pattern RE2 cannot compile: {pattern!r} (at {where};"
+        f" {reason}). Patterns are matched with RE2, in time linear in the text: it has no"
+        " backreferences nor lookaround (with which matching can take exponential time), and"
+        " no repetition past 1,000"
+    )
+    assert expected == definition_error({"type": "object", "properties": {"x": sub}})
+
+
+def test_unique_items_takes_linear_time() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}
+    items = [{"id": i} for i in range(10_000)]  # objects do not sort: jsonschema compares pairs
+    assert finishes(lambda: validate(schema, {"x": items})) == {"x": items}
+    assert error_lines(schema, {"x": [*items[:3], items[1]]}) == [
+        "  - x: must not have duplicate items"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("items", "unique"),
+    [
+        ([1, 1.0], False),
+        ([True, 1], True),
+        ([False, 0, None, ""], True),
+        ([{"a": 1, "b": [2]}, {"b": [2], "a": 1}], False),
+        ([{"a": 1}, {"a": True}], True),
+        ([[1, [2]], [1, [2.0]]], False),
+        ([[1, 2], [2, 1]], True),
+        (["1", 1], True),
+    ],
+)
+def test_unique_items_compares_as_jsonschema_does(items: list[Any], unique: bool) -> None:
+    schema = {"type": "object", "properties": {"x": {"uniqueItems": True}}}
+    assert jsonschema.Draft202012Validator(schema).is_valid({"x": items}) is unique
+    validator = compile_validator(schema, tool_name="t")
+    try:
+        validator.validate("t", {"x": items})
+    except ToolArgumentsError:
+        assert not unique
+    else:
+        assert unique
+
+
+def test_a_long_run_of_digits_for_an_integer_takes_linear_time() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    digits = "1" * 100_000 + "x"
+    assert lines_in_a_process(schema, {"n": digits}) == ["  - n: must be integer"]
+
+
+def steps_needed(schema: dict[str, Any], arguments: dict[str, Any]) -> int:
+    """The fewest steps with which validating ``arguments`` is not stopped by the budget."""
+    validator = compile_validator(schema, tool_name="t")
+
+    def enough(steps: int) -> bool:
+        try:
+            validator.validate("t", arguments, steps=steps)
+        except ToolArgumentsError as error:
+            return "steps" not in str(error).partition("\n")[0]
+        return True
+
+    low, high = 0, BASE_STEPS
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle + 1, high)
+    return low
+
+
+def test_arguments_that_need_exactly_the_budget_pass_and_one_step_more_is_refused() -> None:
+    def schema(members: int, entries: int) -> dict[str, Any]:
+        # Each member of the enum before the match costs three steps (its share of the enum's
+        # size, and a comparison of two); each entry of dependentRequired one (its share).
+        return {
+            "type": "object",
+            "properties": {"x": {"enum": [0] * members + [1]}},
+            "dependentRequired": {f"d{i}": [] for i in range(entries)},
+        }
+
+    arguments = {"x": 1}
+    base = steps_needed(schema(0, 0), arguments)
+    assert steps_needed(schema(2, 1), arguments) == base + 7
+    members, entries = divmod(step_budget(arguments) - base, 3)
+    assert validate(schema(members, entries), arguments) == arguments
+    assert over_budget(arguments) == failure(schema(members, entries + 1), arguments)
+
+
+def test_a_large_realistic_call_takes_less_than_a_third_of_its_budget() -> None:
+    item = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "name": {"type": "string", "maxLength": 200},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "kind": {"enum": ["a", "b", "c"]},
+            "score": {"anyOf": [{"type": "number"}, {"type": "null"}]},
+            "email": {"type": "string", "pattern": "^[^@]+@[^@]+$"},
+        },
+        "required": ["id", "name"],
+        "additionalProperties": False,
+    }
+    properties: dict[str, Any] = {f"p{i}": {"type": ["string", "null"]} for i in range(48)}
+    properties.update(items={"type": "array", "items": item}, mode={"enum": ["fast", "slow"]})
+    schema = {"type": "object", "properties": properties, "required": ["items"]}
+    objects = [
+        {"id": i, "name": f"n{i}", "tags": ["x"], "kind": "b", "score": None, "email": "a@b.c"}
+        for i in range(1_000)
+    ]
+    arguments = {**{f"p{i}": "v" for i in range(48)}, "items": objects, "mode": "fast"}
+    validator = compile_validator(schema, tool_name="t")
+    assert validator.validate("t", arguments, steps=step_budget(arguments) // 3) == arguments
+
+
+def test_a_run_with_an_exponential_schema_answers_the_call_and_can_still_be_aborted() -> None:
+    async def sleep(tool_call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        await trio.sleep(10)
+        return ToolResult.text("slept")  # pragma: no cover  (aborted)
+
+    leaf = {"type": "string"}
+    slow = AgentTool(name="slow", description="", parameters=doubling(30, leaf), execute=echo)
+    sleepy = AgentTool(name="sleepy", description="", parameters={}, execute=sleep)
+    arguments = {"x": [1]}
+    model = faux.model(
+        [
+            faux.reply(faux.tool_call("slow", arguments, id="a")),
+            faux.reply(faux.tool_call("slow", arguments, id="b"), faux.tool_call("sleepy", {})),
+            "never",
+        ]
+    )
+
+    async def main() -> list[AgentMessage]:
+        agent = Agent(model, tools=[slow, sleepy])
+        async with trio.open_nursery() as nursery:
+
+            async def abort_soon() -> None:
+                await trio.sleep(1)
+                agent.abort()
+
+            nursery.start_soon(abort_soon)
+            await agent.prompt("go")
+        assert trio.current_time() == 1
+        return list(agent.state.messages)
+
+    messages = finishes(lambda: trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)))
+    results = [m for m in messages if isinstance(m, ToolResultMessage)]
+    expected = [
+        ("slow", True, over_budget(arguments, "slow")),
+        ("slow", True, over_budget(arguments, "slow")),
+        ("sleepy", True, "Operation aborted"),
+    ]
+    assert expected == [(m.tool_name, m.is_error, m.content[0].text) for m in results]  # type: ignore[union-attr]  # text content
+    assert messages[-1].stop_reason == "aborted"  # type: ignore[union-attr]  # an AssistantMessage
+
+
+def test_compiling_the_exponential_schema_is_quick_and_bounded() -> None:
+    # Checking which optional properties refuse null validates null against each one: here
+    # against a union whose references (resolvable inside the property) double at each level.
+    defs: dict[str, Any] = {
+        f"d{i}": {"anyOf": [{"$ref": f"urn:p#/$defs/d{i + 1}"}] * 2} for i in range(30)
+    }
+    defs["d30"] = {"type": "string"}
+    optional = {"$id": "urn:p", "$defs": defs, "anyOf": [{"$ref": "urn:p#/$defs/d0"}]}
+    expected = (
+        "tool 'broken': parameters is too large to compile: checking it took more than"
+        f" {COMPILE_STEPS:,} steps"
+    )
+    assert COMPILE_STEPS == 1_000_000
+    assert expected == finishes(
+        lambda: definition_error({"type": "object", "properties": {"p": optional}})
+    )
+    # As the brief's example: required, so only calls are costly, and they are bounded.
+    agent_tool(doubling(30, {"type": "string"}))
+
+
+def test_a_schema_that_shares_its_parts_counts_each_appearance() -> None:
+    shared: dict[str, Any] = {"type": "string"}
+    for _ in range(8):
+        shared = {"anyOf": [shared] * 20}  # 20**8 appearances, a few hundred objects
+    expected = (
+        "tool 'broken': parameters is too large: more than 100,000 values"
+        " (objects, arrays, strings, numbers, ...)"
+    )
+    assert MAX_SCHEMA_VALUES == 100_000
+    assert expected == finishes(
+        lambda: definition_error({"type": "object", "properties": {"x": shared}})
+    )
+
+
+def test_a_chain_of_more_than_100_subschemas_for_one_value_is_refused() -> None:
+    def chain(links: int) -> dict[str, Any]:
+        defs: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(links)}
+        defs[f"d{links}"] = {"type": "string"}
+        return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/d0"}}}
+
+    assert MAX_SCHEMA_CHAIN == 100
+    assert agent_tool(chain(98)).validate_arguments({"x": "s"}) == {"x": "s"}  # 100 with x's
+    expected = (
+        "tool 'broken': parameters has a chain of more than 100 subschemas that apply to the"
+        " same value (through $ref, allOf, anyOf, ...), from $.properties.x"
+    )
+    assert expected == definition_error(chain(99))
+
+
+def test_a_reference_into_data_is_a_definition_error() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"enum": [{"type": "string"}]},
+            "b": {"$ref": "#/properties/a/enum/0"},
+        },
+    }
+    expected = (
+        "tool 'broken': parameters has a $ref to $.properties.a.enum[0], which is data"
+        " (an enum's, a const, a default, an example), not a schema"
+    )
+    assert expected == definition_error(schema)
+
+
+def test_a_dollar_schema_below_the_root_is_ignored() -> None:
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": ["b"]}}
+    schema = {"type": "object", "properties": {"x": draft7}}
+    assert validate(schema, {"x": {"a": 1}}) == {"x": {"a": 1}}  # 2020-12 has no dependencies
+
+
+def test_a_dollar_schema_below_the_root_does_not_escape_the_budget() -> None:
+    schema = doubling(30, {"type": "string"})
+    schema["$defs"]["d0"]["$schema"] = "http://json-schema.org/draft-07/schema#"
+    arguments = {"x": [1]}
+    assert over_budget(arguments) == finishes(lambda: failure(schema, arguments))
+
+
+def test_a_reference_to_a_meta_schema_is_paid_for_by_the_size_of_the_value() -> None:
+    meta = {"$ref": "https://json-schema.org/draft/2020-12/schema"}
+    schema = doubling(30, meta)
+    arguments = {"x": {"type": 5, "properties": {f"p{i}": {"type": "string"} for i in range(50)}}}
+    assert over_budget(arguments) == finishes(lambda: failure(schema, arguments))
+
+
+def test_unevaluated_properties_find_what_was_evaluated_as_jsonschema_does() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {}, "g": {}},
+        "patternProperties": {"^b": {}},
+        "allOf": [{"properties": {"c": {}}}, {"anyOf": [{"required": ["d"]}, {}]}],
+        "if": {"required": ["e"]},
+        "then": {"properties": {"e": {}, "f": {}}},
+        "dependentSchemas": {"g": {"properties": {"h": {}}}},
+        "unevaluatedProperties": False,
+    }
+    valid = {"a": 1, "b1": 2, "c": 3, "e": 4, "f": 5, "g": 6, "h": 7}
+    assert validate(schema, valid) == valid
+    for invalid in ({"a": 1, "f": 5}, {"d": 1, "h": 2}, {"a": 1, "b": 2, "c": 3, "x": 4}):
+        assert not jsonschema.Draft202012Validator(schema).is_valid(invalid)
+        assert error_lines(schema, invalid) == ["  - root: must not have unevaluated properties"]
+
+
+def test_looking_for_evaluated_properties_is_counted_and_uses_re2() -> None:
+    levels = 30
+    defs: dict[str, Any] = {
+        f"d{i}": {
+            "dependentSchemas": {key: {"$ref": f"#/$defs/d{i + 1}"} for key in ("a", "b")},
+            "patternProperties": {"^(a+)+$": {}},
+        }
+        for i in range(levels)
+    }
+    defs[f"d{levels}"] = {}
+    schema = {"$defs": defs, "$ref": "#/$defs/d0", "unevaluatedProperties": False}
+    arguments = {"a": 1, "b": 2, "a" * 40 + "!": 3}
+    assert over_budget(arguments) == failure_in_a_process(schema, arguments)
+
+
+def test_a_budget_is_its_threads_own() -> None:
+    schema = doubling(3, {"type": "string"})
+    with Budget(0):  # nothing may be spent in this thread
+        assert finishes(lambda: validate(schema, {"x": "s"})) == {"x": "s"}
+        with pytest.raises(OverBudget):
+            charge(1)
+
+
+async def test_an_mcp_tool_whose_pattern_re2_refuses_is_skipped() -> None:
+    class Listing:
+        async def list_tools(self, *, params: object = None) -> mcp_types.ListToolsResult:
+            schema = {"type": "object", "properties": {"x": {"pattern": "^(?!admin)"}}}
+            return mcp_types.ListToolsResult(
+                tools=[
+                    mcp_types.Tool(name="lookahead", input_schema=schema),
+                    mcp_types.Tool(name="good", input_schema={"type": "object"}),
+                ]
+            )
+
+    server = McpServer(cast(ClientSession, Listing()), name="fake", prefix="", include=None)
+    tools = await server.refresh()
+    assert ([tool.name for tool in tools], server.skipped) == (["good"], ("lookahead",))
+
+
+AGREEMENT_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {"a": {}, "g": {}},
+        "patternProperties": {"^b": {}},
+        "allOf": [{"properties": {"c": {}}}, {"anyOf": [{"required": ["d"]}, {}]}],
+        "if": {"required": ["e"]},
+        "then": {"properties": {"e": {}, "f": {}}},
+        "dependentSchemas": {"g": {"properties": {"h": {}}}},
+        "unevaluatedProperties": False,
+    },
+    {
+        "prefixItems": [{}, {"type": "integer"}],
+        "contains": {"type": "string"},
+        "unevaluatedItems": {"type": "boolean"},
+    },
+    {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "items": [{}, {}],
+        "unevaluatedItems": False,
+        "properties": {"a": {}},
+        "unevaluatedProperties": {"type": "integer"},
+    },
+    {
+        "patternProperties": {"^[a-c]+$": {"type": "integer"}, "d": {"type": "string"}},
+        "additionalProperties": {"type": "boolean"},
+        "propertyNames": {"pattern": "^[a-z]{1,3}$"},
+    },
+    {
+        "items": {"uniqueItems": True},
+        "uniqueItems": True,
+        "enum": [[1, {"a": True}], [], [[1], [1.0]]],
+    },
+    {
+        "anyOf": [{"const": {"a": [1, 2]}}, {"const": 1}, {"type": "string", "pattern": "a|b"}],
+        "not": {"const": "ab"},
+    },
+    {"oneOf": [{"type": "array"}, {"type": "array", "maxItems": 2}, False], "minItems": 1},
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {"n": {"type": "integer"}},
+        "properties": {"a": {"$ref": "#/definitions/n", "type": "string"}},
+        "dependencies": {"a": ["b"], "c": {"required": ["d"]}},
+    },
+    {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "properties": {"a": {"type": "number", "maximum": 3, "exclusiveMaximum": True}},
+        "additionalProperties": False,
+    },
+]
+AGREEMENT_VALIDATORS = [compile_validator(schema, tool_name="t") for schema in AGREEMENT_SCHEMAS]
+AGREEMENT_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 5)
+    | st.sampled_from([1.0, 2.5, "a", "ab", "b", "d"]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from([*"abcdefghx", "aa", "bb", "dd"]), children, max_size=5)
+    ),
+    max_leaves=10,
+)
+
+
+@examples(0.2)
+@given(st.sampled_from(range(len(AGREEMENT_SCHEMAS))), AGREEMENT_VALUES)
+def test_the_counted_validators_agree_with_jsonschema(index: int, value: Any) -> None:
+    schema = AGREEMENT_SCHEMAS[index]
+    plain = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    with Budget(10**9):
+        assert AGREEMENT_VALIDATORS[index]._is_valid(value) == plain(schema).is_valid(value)

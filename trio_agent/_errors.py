@@ -42,7 +42,8 @@ class TrioAgentError(Exception):
 
 
 class ToolArgumentsError(TrioAgentError, ValueError):
-    """A tool call's arguments do not satisfy the tool's ``parameters`` schema.
+    """A tool call's arguments do not satisfy the tool's ``parameters`` schema, or checking them
+    took more than its budget of steps.
 
     The message is pi's text (``Validation failed for tool "NAME": ...``); the
     loop turns it into the call's error result, so the model can correct itself.
@@ -51,8 +52,9 @@ class ToolArgumentsError(TrioAgentError, ValueError):
 
 class ToolDefinitionError(TrioAgentError, ValueError):
     """A tool cannot be built: its schema is not valid JSON Schema (or has a ``$ref`` that does
-    not resolve within it), or the function given to :func:`trio_agent.tool` has a signature we
-    cannot describe. The message names the tool and the problem."""
+    not resolve within it, or a pattern RE2 cannot compile, or is too large or too deep to compile
+    within bounds), or the function given to :func:`trio_agent.tool` has a signature we cannot
+    describe. The message names the tool and the problem."""
 
 
 class TranscriptError(TrioAgentError, ValueError):

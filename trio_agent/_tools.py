@@ -142,8 +142,9 @@ class AgentTool:
 
     The schema is compiled when the tool is made, so a malformed schema (one
     jsonschema refuses, a ``$ref`` that does not resolve within it, references
-    that loop back on themselves) is a :class:`ToolDefinitionError` here rather
-    than a failure of every call.
+    that loop back on themselves, a pattern RE2 cannot compile) is a
+    :class:`ToolDefinitionError` here rather than a failure of every call; so
+    is one too large or too deep to compile within bounds.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -170,6 +171,8 @@ class AgentTool:
         As pi does, a ``null`` for an optional property whose schema refuses ``null`` is dropped
         first (so the default applies); other values are coerced (``"7"`` → 7 for an integer).
 
-        Raises :class:`trio_agent.ToolArgumentsError` with pi's message text.
+        Raises :class:`trio_agent.ToolArgumentsError` with pi's message text, or one saying that
+        checking took more than its budget of steps (50,000, and 100 more per value of the
+        arguments), which bounds the time a schema and arguments can make it take.
         """
         return self._validator.validate(self.name, arguments)

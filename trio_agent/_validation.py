@@ -30,12 +30,16 @@ the ``anyOf``/``oneOf`` error, ...). Numbers produced by coercion are ``int`` wh
 
 Deviations from pi, all because validity is decided by ``jsonschema`` rather than TypeBox:
 ``minLength``/``maxLength`` count code points (TypeBox counts grapheme clusters); ``pattern`` and
-the ``regex`` format use Python's ``re``, not a JavaScript ``RegExp``; ``format`` is checked by
-jsonschema's ``FORMAT_CHECKER`` (formats needing an optional package that is not installed are
-not checked; ``email`` is laxer); ``$schema`` picks the draft (TypeBox ignores it). A ``$ref``
-that does not resolve within the schema (or to a JSON Schema meta-schema: nothing is fetched), one
-that points at something that is not a schema, and a cycle of references that never moves into the
-arguments are :class:`ToolDefinitionError` when the tool is made, not a failure of every call.
+``patternProperties`` match with RE2 (``\\uXXXX`` and ``\\u{...}`` read as JavaScript does),
+not a JavaScript ``RegExp``, and a pattern RE2 cannot compile (a backreference, a lookaround, a
+repetition past 1,000) is a :class:`ToolDefinitionError` when the tool is made; the ``regex``
+format takes what Python's ``re`` or RE2 compiles; ``format`` is checked by jsonschema's
+``FORMAT_CHECKER`` (formats needing an optional package that is not installed are not checked;
+``email`` is laxer); the root's ``$schema`` picks the draft (TypeBox ignores it), and a
+``$schema`` below the root is ignored. A ``$ref`` that does not resolve within the schema (or to a
+JSON Schema meta-schema: nothing is fetched), one that points at something that is not a schema,
+and a cycle of references that never moves into the arguments are :class:`ToolDefinitionError`
+when the tool is made, not a failure of every call.
 JavaScript object quirks are not reproduced (``"constructor" in {}``, integer-like keys iterating
 first), except that the received-arguments dump prints numbers and orders keys as
 ``JSON.stringify`` does (``5.0`` → ``5``, not ``json.dumps``'s ``5.0``); ``String(n)`` for the
@@ -45,6 +49,36 @@ Speed: everything schema-dependent is compiled once (the coercion plan, with the
 cannot change a value pruned; the jsonschema validators). A flat schema (``type: object``, at
 most ``type`` per property, ``required``, boolean ``additionalProperties``) has a fast check
 that accepts exactly what jsonschema accepts; anything it rejects goes to jsonschema.
+
+Bounds. Validation runs in the loop task, so it must not hold the Trio run, whatever the schema
+(an MCP server's) and the arguments (the model's): jsonschema's work can be exponential in the
+schema (``$ref``\\ s shared by ``anyOf`` members), Python's ``re`` in the text. So patterns match
+with RE2, and every part of a call's work is counted in *steps* (:mod:`trio_agent._metered`): each
+subschema visited (its size), each error made and each level it goes up, each character read or
+repr'd, each node copied, compared or coerced. A call may take :data:`BASE_STEPS` plus
+:data:`STEPS_PER_UNIT` per unit of its arguments (a value, or :data:`UNIT_CHARS` characters of a
+string or key); past that it is a :class:`ToolArgumentsError` (``... took more than N steps``),
+which the loop turns into an error result, and the run goes on. Copying the arguments and a flat
+schema's fast path are linear and not counted.
+
+How the numbers were chosen (CPU time on a loaded 2-core machine): the costliest steps that
+schemas built to be slow could find (errors going up long chains, reprs of large values, RE2
+without its DFA, URI references) take about 0.7 µs, so a call with small arguments is stopped
+within about 35 ms; real validations take 0.3-0.4 µs a step and 20-40 steps per unit (a schema of
+50 properties with an array of 1,000 objects: 219,000 steps of the 1,055,000 its 10,000 units
+allow; an 8-member ``oneOf`` checked for every item of such an array, about 130). The allowance
+grows with the arguments because honest work does, every value being checked; what a schema can
+add is then at most about 70 µs per unit, linear in what the model sent.
+
+Compiling is bounded too: a schema has at most :data:`MAX_SCHEMA_VALUES` values, is nested at
+most :data:`MAX_SCHEMA_DEPTH` levels, has no chain of more than :data:`MAX_SCHEMA_CHAIN`
+subschemas that apply to the same value (a ``$ref`` and its target count two), no ``$ref`` into
+data (an ``enum``'s, a ``const``), and checking it (jsonschema's ``check_schema``, counted: 110 to
+180 steps a value for draft 2020-12) and finding which optional properties refuse ``null`` take
+at most :data:`COMPILE_STEPS` steps (about half a second); else it is a
+:class:`ToolDefinitionError` naming the tool. Every other walk of the schema at compile time goes
+through each node once (a ``$ref`` is looked up, not followed), without recursion past
+:data:`MAX_SCHEMA_DEPTH`.
 """
 
 from __future__ import annotations
@@ -66,8 +100,45 @@ import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as _SPECIFICATIONS  # type: ignore[import-untyped]  # as said
 
 from trio_agent._errors import ToolArgumentsError, ToolDefinitionError
+from trio_agent._metered import (
+    CHARS_PER_STEP,
+    COST,
+    META_COST,
+    Budget,
+    OverBudget,
+    charge,
+    format_checker,
+    metered_class,
+    node_steps,
+    regex_problem,
+)
 
-__all__ = ["ArgumentValidator", "compile_validator"]
+__all__ = [
+    "BASE_STEPS",
+    "COMPILE_STEPS",
+    "MAX_SCHEMA_CHAIN",
+    "MAX_SCHEMA_DEPTH",
+    "MAX_SCHEMA_VALUES",
+    "STEPS_PER_UNIT",
+    "ArgumentValidator",
+    "compile_validator",
+    "step_budget",
+]
+
+# --------------------------------------------------------------------------- bounds
+
+BASE_STEPS: Final = 50_000
+STEPS_PER_UNIT: Final = 100
+UNIT_CHARS: Final = 64
+COMPILE_STEPS: Final = 1_000_000
+MAX_SCHEMA_VALUES: Final = 100_000
+MAX_SCHEMA_DEPTH: Final = 50
+MAX_SCHEMA_CHAIN: Final = 100
+# Steps per node of a value checked against a JSON Schema meta-schema (jsonschema's own work).
+_META_STEPS: Final = 250
+# Steps to build a jsonschema validator for a union's member, or to find whether an optional
+# property refuses null.
+_BUILD_STEPS: Final = 20
 
 # --------------------------------------------------------------------------- JavaScript numbers
 
@@ -79,7 +150,11 @@ def _words(text: str) -> list[str]:
 _JS_SPACE: Final = "\t\n\v\f\r \xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join(
     map(chr, range(0x2000, 0x200B))
 )  # what String.prototype.trim strips
-_DECIMAL: Final = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+# Each part has one way to match (no `[0-9]+\.?[0-9]*`, which backtracks quadratically on a long
+# run of digits that does not end well).
+_DECIMAL: Final = re.compile(
+    r"[+-]?(?:Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+)
 _NON_DECIMAL: Final = re.compile(r"0(?:([xX])([0-9a-fA-F]+)|([oO])([0-7]+)|([bB])([01]+))")
 _INDEX_KEY: Final = re.compile(r"0|[1-9][0-9]{0,9}")  # an array index if < 2**32 - 1
 
@@ -180,6 +255,17 @@ def _copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def _counted_copy(value: Any) -> Any:
+    """:func:`_copy`, a step per node copied."""
+    charge(1)
+    kind = type(value)
+    if kind is dict:
+        return {key: _counted_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_counted_copy(item) for item in value]
+    return _copy(value)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -213,6 +299,7 @@ def _coerce_primitive(value: Any, type_name: str) -> Any:
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, str) and value.strip(_JS_SPACE):
+            charge(len(value) // CHARS_PER_STEP)
             parsed = _js_number(value)
             if parsed is not None and (type_name == "number" or parsed.is_integer()):
                 return _py_number(parsed)
@@ -246,7 +333,9 @@ class _Plan:
     """One schema node of pi's ``coerceWithJsonSchema``; parts that cannot change a value are
     pruned at compile time (a pruned subschema is None)."""
 
-    __slots__ = _words("additional all_of any_of items known one_of prims props tests types")
+    __slots__ = _words(
+        "additional all_of any_of items known one_of prims props props_map tests types"
+    )
 
     def __init__(self, schema: dict[str, Any], check: Callable[[Any], _Check | None]) -> None:
         raw = schema.get("type")
@@ -258,6 +347,7 @@ class _Plan:
         self.any_of = _union(schema.get("anyOf"), check)
         self.one_of = _union(schema.get("oneOf"), check)
         self.props: tuple[tuple[str, _Plan], ...] = ()
+        self.props_map: dict[str, _Plan] = {}
         self.known: frozenset[str] = frozenset()
         self.additional: _Plan | None = None
         self.items: _Plan | tuple[_Plan | None, ...] | None = None
@@ -266,6 +356,7 @@ class _Plan:
             self.known = frozenset(properties)
             subs = ((key, _plan(sub, check)) for key, sub in properties.items())
             self.props = tuple((key, sub) for key, sub in subs if sub)
+            self.props_map = dict(self.props)
         if "object" in self.types:
             self.additional = _plan(schema.get("additionalProperties"), check)
         items = schema.get("items")
@@ -314,33 +405,59 @@ def _coerce_union(value: Any, members: tuple[_Member, ...]) -> Any:
     for plan, check in members:
         # A member without a plan cannot change the value, which it has just refused.
         if plan is not None and check is not None:
-            candidate = _coerce(_copy(value), plan)
+            candidate = _coerce(_counted_copy(value), plan)
             if check(candidate):
                 return candidate
     return value
 
 
+def _coerce_types(value: Any, plan: _Plan) -> Any:
+    """The primitive types' part of :func:`_coerce`."""
+    # pi tries the types unless the value has one of several; a value of its only type is left
+    # as it is by coercePrimitiveByType anyway.
+    if not _any_true(plan.tests, value):
+        for type_name in plan.types:
+            candidate = _coerce_primitive(value, type_name)
+            # JS `candidate !== value`: NaN counts as changed, which stops the search.
+            if candidate is not value or (isinstance(value, float) and math.isnan(value)):
+                return candidate
+    return value
+
+
+def _coerce_flat(args: dict[str, Any], plan: _Plan) -> dict[str, Any]:
+    """:func:`_coerce` for a flat schema (see :func:`_flat_check`), whose plan is its properties'
+    types: a loop over them, not counted (the hot path)."""
+    for key, sub in plan.props:
+        if key in args and sub.prims:
+            args[key] = _coerce_types(args[key], sub)
+    return args
+
+
 def _coerce(value: Any, plan: _Plan) -> Any:
-    """pi's ``coerceWithJsonSchema``: may mutate ``value`` (a copy of ours) in place."""
+    """pi's ``coerceWithJsonSchema``: may mutate ``value`` (a copy of ours) in place.
+
+    A step per call, and per property looked at (whichever of the value's keys and the plan's
+    properties are fewer)."""
+    charge(1)
     for nested in plan.all_of:
         value = _coerce(value, nested)
     if plan.any_of:
         value = _coerce_union(value, plan.any_of)
     if plan.one_of:
         value = _coerce_union(value, plan.one_of)
-    # pi tries the types unless the value has one of several; a value of its only type is left
-    # as it is by coercePrimitiveByType anyway.
-    if plan.prims and not _any_true(plan.tests, value):
-        for type_name in plan.types:
-            candidate = _coerce_primitive(value, type_name)
-            # JS `candidate !== value`: NaN counts as changed, which stops the search.
-            if candidate is not value or (isinstance(value, float) and math.isnan(value)):
-                value = candidate
-                break
+    if plan.prims:
+        value = _coerce_types(value, plan)
     if isinstance(value, dict) and (plan.props or plan.additional):
-        for key, sub in plan.props:
-            if key in value:
-                value[key] = _coerce(value[key], sub)
+        charge(min(len(plan.props), len(value)) + (len(value) if plan.additional else 0))
+        if len(plan.props) <= len(value):
+            for key, sub in plan.props:
+                if key in value:
+                    value[key] = _coerce(value[key], sub)
+        else:
+            props = plan.props_map
+            for key, item in value.items():
+                if (found := props.get(key)) is not None:
+                    value[key] = _coerce(item, found)
         if plan.additional:
             for key, item in value.items():
                 if key not in plan.known:
@@ -348,6 +465,7 @@ def _coerce(value: Any, plan: _Plan) -> Any:
     items = plan.items
     if isinstance(value, list) and items:
         if isinstance(items, tuple):
+            charge(min(len(items), len(value)))
             for index, item_plan in enumerate(items[: len(value)]):
                 if item_plan:
                     value[index] = _coerce(value[index], item_plan)
@@ -365,7 +483,7 @@ class _Nulls:
     (``properties`` of an object, ``items`` of an array; nothing else, as in pi). Nodes with
     nothing to do below them are pruned (None)."""
 
-    __slots__ = ("drop", "items", "props")
+    __slots__ = ("drop", "drop_set", "items", "props", "props_map")
 
     def __init__(
         self,
@@ -374,7 +492,9 @@ class _Nulls:
         items: _Nulls | tuple[_Nulls | None, ...] | None,
     ) -> None:
         self.drop = drop
+        self.drop_set = frozenset(drop)
         self.props = props
+        self.props_map = dict(props)
         self.items = items
 
 
@@ -413,17 +533,33 @@ def _nulls(schema: Any, refuses_null: Callable[[Any], bool]) -> _Nulls | None:
 
 
 def _drop_nulls(value: Any, nulls: _Nulls) -> None:
-    """pi's ``normalizeOptionalNulls`` on ``value`` (a copy of ours), in place."""
+    """pi's ``normalizeOptionalNulls`` on ``value`` (a copy of ours), in place.
+
+    A step per call, and per property looked at (whichever of the value's keys and the
+    schema's properties are fewer)."""
+    charge(1)
     if isinstance(value, dict):
-        for key in nulls.drop:
-            if key in value and value[key] is None:
+        if len(nulls.drop) + len(nulls.props) <= len(value):
+            charge(len(nulls.drop) + len(nulls.props))
+            for key in nulls.drop:
+                if key in value and value[key] is None:
+                    del value[key]
+            for key, sub in nulls.props:
+                if key in value:
+                    _drop_nulls(value[key], sub)
+        else:
+            charge(len(value))
+            drop = nulls.drop_set
+            for key in [key for key, item in value.items() if item is None and key in drop]:
                 del value[key]
-        for key, sub in nulls.props:
-            if key in value:
-                _drop_nulls(value[key], sub)
+            props = nulls.props_map
+            for key, item in value.items():
+                if (found := props.get(key)) is not None:
+                    _drop_nulls(item, found)
     elif isinstance(value, list):
         items = nulls.items
         if isinstance(items, tuple):
+            charge(min(len(items), len(value)))
             for item, item_nulls in zip(value, items, strict=False):
                 if item_nulls is not None:
                     _drop_nulls(item, item_nulls)
@@ -460,7 +596,10 @@ _SCHEMA_MAP: Final = frozenset(
     {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"}
 )
 # `false` as a subschema, spelled so that jsonschema keeps its instance path.
-_FALSE_SCHEMA: Final[dict[str, Any]] = {"not": {}}
+_FALSE_SCHEMA: Final[dict[Any, Any]] = {
+    COST: node_steps({"not": {}}),
+    "not": {COST: node_steps({})},
+}
 
 _MESSAGES: Final[dict[str | None, str]] = {
     None: "schema is false",
@@ -502,24 +641,78 @@ class _Raw(str):
     __slots__ = ()
 
 
-def _reorder(schema: Any, has_not: bool) -> Any:
-    """A copy of ``schema`` with every node's keywords in TypeBox's order and ``false`` spelled
-    ``{"not": {}}`` (same meaning; not in draft 3), so jsonschema reports errors as TypeBox does."""
-    if schema is False and has_not:
-        return _FALSE_SCHEMA
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key in sorted(schema, key=lambda k: _RANK.get(k, len(_RANK))):
-        value = schema[key]
-        if key in _SCHEMA_MAP and isinstance(value, dict):
-            value = {name: _reorder(sub, has_not) for name, sub in value.items()}
-        elif key in _SCHEMA_LIST and isinstance(value, list):
-            value = [_reorder(sub, has_not) for sub in value]
-        elif key in _ONE_SCHEMA:
-            value = _reorder(value, has_not)
-        out[key] = value
-    return out
+# Draft 3's keywords whose lists may hold schemas beside type names; its `extends`.
+_DRAFT3_LISTS: Final = frozenset({"type", "disallow", "extends"})
+# Keywords whose values are data, never schemas (even where a `$ref` points into one).
+_DATA: Final = frozenset(_words("enum const default examples required"))
+
+
+class _Copy:
+    """The schema the jsonschema validators run on, made from a tool's (which is kept as it is,
+    for coercion and null-dropping): every schema node's keywords in TypeBox's order (so that
+    jsonschema reports errors as TypeBox does), led by :data:`COST` (its own size, charged when
+    the node is visited); ``false`` spelled ``{"not": {}}`` (same meaning; not in draft 3), so
+    that jsonschema keeps its instance path; a ``$schema`` below the root dropped (jsonschema
+    would switch to another draft's validator, which counts nothing); and a ``$ref`` to a JSON
+    Schema meta-schema led by :data:`META_COST`. ``nodes`` maps each schema node of the tool's
+    schema (by ``id``) to its copy."""
+
+    __slots__ = ("_has_not", "_meta", "_sort", "_targets", "nodes", "root")
+
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        *,
+        has_not: bool,
+        targets: frozenset[int] = frozenset(),
+        meta: frozenset[int] = frozenset(),
+        sort: bool = True,
+        root_dialect: bool = True,
+    ) -> None:
+        self._has_not = has_not
+        self._targets = targets  # where a $ref points: a schema, whatever keyword holds it
+        self._meta = meta  # the nodes with a $ref to a meta-schema
+        self._sort = sort  # keywords in TypeBox's order
+        self.nodes: dict[int, Any] = {}
+        self.root = self._schema(schema, root=root_dialect)
+
+    def _schema(self, schema: Any, root: bool = False) -> Any:
+        if schema is False and self._has_not:
+            return _FALSE_SCHEMA
+        if not isinstance(schema, dict):
+            return schema
+        out: dict[Any, Any] = {COST: node_steps(schema)}
+        self.nodes[id(schema)] = out
+        if id(schema) in self._meta:
+            out[META_COST] = _META_STEPS
+        keys = sorted(schema, key=lambda k: _RANK.get(k, len(_RANK))) if self._sort else schema
+        for key in keys:
+            value = schema[key]
+            if key == "$schema" and not root:
+                continue
+            if key in _SCHEMA_MAP and isinstance(value, dict):
+                value = {name: self._schema(sub) for name, sub in value.items()}
+            elif key in _SCHEMA_LIST and isinstance(value, list):
+                value = [self._schema(sub) for sub in value]
+            elif key in _ONE_SCHEMA or (key == "extends" and isinstance(value, dict)):
+                value = self._schema(value)
+            elif key in _DRAFT3_LISTS and isinstance(value, list):
+                value = [self._schema(sub) if isinstance(sub, dict) else sub for sub in value]
+            elif key not in _DATA:
+                value = self._other(value)
+            out[key] = value
+        return out
+
+    def _other(self, value: Any) -> Any:
+        """A value under a keyword jsonschema does not know: copied as it is, but for the
+        objects a $ref points at, which are schemas."""
+        if isinstance(value, dict):
+            if id(value) in self._targets:
+                return self._schema(value)
+            return {key: self._other(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._other(item) for item in value]
+        return value
 
 
 _Keyword = Callable[[Any, Any, Any, Any], Iterator[Any]]
@@ -643,6 +836,8 @@ def _accept(args: dict[str, Any]) -> bool:
 
 
 _FLAT_ROOT: Final = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties"}
+_FLAT_PROPERTY: Final = _ANNOTATIONS | {"type"}
+_JSON_TYPES: Final = frozenset(_PI_TYPES)
 
 
 def _flat_check(schema: dict[str, Any]) -> _Check | None:
@@ -709,15 +904,23 @@ class ArgumentValidator:
 
     __slots__ = ("_drop", "_errors", "_fast", "_is_valid", "_nested_nulls", "_nulls", "_plan")
 
-    def __init__(self, schema: dict[str, Any], cls: Any) -> None:
-        checker = cls.FORMAT_CHECKER
+    def __init__(self, schema: dict[str, Any], cls: Any, counted: _Copy) -> None:
+        checker = format_checker(cls)
+        metered = metered_class(cls)
 
         def member_check(member: Any) -> _Check | None:
             if not isinstance(member, dict):  # pi: boolean members never match (WeakMap key)
                 return None
-            return _safe(cls(member, format_checker=checker, registry=_NO_RETRIEVAL).is_valid)
+            charge(_BUILD_STEPS)
+            own = counted.nodes[id(member)]
+            return _safe(metered(own, format_checker=checker, registry=_NO_RETRIEVAL).is_valid)
 
         def refuses_null(member: Any) -> bool:
+            if set(member) <= _FLAT_PROPERTY:  # at most a type: no need to ask jsonschema
+                raw = member.get("type")
+                names = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+                if names and all(isinstance(n, str) and n in _JSON_TYPES for n in names):
+                    return "null" not in names
             check = member_check(member)
             return check is not None and not check(None)
 
@@ -728,19 +931,20 @@ class ArgumentValidator:
         self._plan = _plan(schema, member_check)
         draft6_types = cls.TYPE_CHECKER is jsonschema.Draft202012Validator.TYPE_CHECKER
         self._fast = _flat_check(schema) if draft6_types else None
-        self._is_valid: _Check = cls(
-            schema, format_checker=checker, registry=_NO_RETRIEVAL
+        self._is_valid: _Check = metered(
+            counted.root, format_checker=checker, registry=_NO_RETRIEVAL
         ).is_valid
-        self._errors: Callable[[Any], Iterator[Any]] = _error_class(cls)(
-            _reorder(schema, "not" in cls.VALIDATORS),
-            format_checker=checker,
-            registry=_NO_RETRIEVAL,
+        self._errors: Callable[[Any], Iterator[Any]] = _error_class(metered)(
+            counted.root, format_checker=checker, registry=_NO_RETRIEVAL
         ).iter_errors
 
-    def validate(self, tool_name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def validate(
+        self, tool_name: str, arguments: Mapping[str, Any], steps: int | None = None
+    ) -> dict[str, Any]:
         """Return a coerced deep copy of `arguments` (the caller's object is never mutated)
-        or raise ToolArgumentsError with pi's message text."""
-        args: dict[str, Any]
+        or raise ToolArgumentsError with pi's message text, or saying that checking took more
+        than ``steps`` steps (by default :func:`step_budget` of the arguments)."""
+        args: Any
         try:
             if is_mapping := (type(arguments) is dict or isinstance(arguments, Mapping)):
                 # _drop_nulls: this object's own nulls are left out while copying, nested ones
@@ -750,24 +954,27 @@ class ArgumentValidator:
                 for key, item in arguments.items():
                     if item is not None or key not in drop:
                         args[key] = _copy(item)
-                if self._nested_nulls:
-                    for key, sub in self._nested_nulls:
-                        if key in args:
-                            _drop_nulls(args[key], sub)
+                if self._fast is not None:
+                    # A flat schema: nothing nested, no union; its work is linear in the
+                    # arguments, and not counted unless jsonschema has to say what is wrong.
+                    if self._plan is not None:
+                        args = _coerce_flat(args, self._plan)
+                    if self._fast(args):
+                        return args  # type: ignore[no-any-return]  # a dict, made above
             else:  # what prepare_arguments returned: pi reports it ("root: must be object")
                 args = _copy(arguments)
-                if self._nulls is not None:
-                    _drop_nulls(args, self._nulls)
-            if self._plan is not None:
-                args = _coerce(args, self._plan)
-            if is_mapping and self._fast is not None and self._fast(args):
-                return args
+            budget = Budget(step_budget(args) if steps is None else steps)
             try:
-                if self._is_valid(args):
-                    return args
-                lines = "\n".join(map(_line, self._errors(args)))
-            except referencing.exceptions.Unresolvable:
-                lines = ""
+                with budget:
+                    outcome = self._check(args, is_mapping, self._fast is not None)
+            except OverBudget:
+                raise ToolArgumentsError(
+                    f'Validation failed for tool "{tool_name}": checking the arguments against'
+                    f" the tool's schema took more than {budget.steps:,} steps"
+                ) from None
+            if not isinstance(outcome, str):
+                return outcome
+            lines = outcome
             received = _js_json(arguments)
         except RecursionError:
             # Arguments nested deeper than Python's stack allows (parsed by a JSON parser with a
@@ -778,6 +985,53 @@ class ArgumentValidator:
             f'Validation failed for tool "{tool_name}":\n{lines or "Unknown validation error"}'
             f"\n\nReceived arguments:\n{received}"
         )
+
+    def _check(self, args: Any, is_mapping: bool, flat: bool) -> dict[str, Any] | str:
+        """The counted part of :meth:`validate`: the valid arguments, or pi's error lines.
+        ``flat``: an object that the flat path has null-dropped and coerced."""
+        if not (is_mapping and flat):
+            if not is_mapping:
+                if self._nulls is not None:
+                    _drop_nulls(args, self._nulls)
+            elif self._nested_nulls:
+                for key, sub in self._nested_nulls:
+                    charge(1)
+                    if key in args:
+                        _drop_nulls(args[key], sub)
+            if self._plan is not None:
+                args = _coerce(args, self._plan)
+        try:
+            if self._is_valid(args):
+                return args  # type: ignore[no-any-return]  # valid: an object
+            return "\n".join(map(_line, self._errors(args)))
+        except referencing.exceptions.Unresolvable:
+            return ""
+
+
+def _units(value: Any) -> int:
+    """The size of JSON arguments: a unit per value (object, array, string, number, ...), and
+    per :data:`UNIT_CHARS` characters of each string and key."""
+    stack = [value]
+    total = 0
+    while stack:
+        item = stack.pop()
+        total += 1
+        if isinstance(item, str):
+            total += len(item) // UNIT_CHARS
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                if isinstance(key, str):
+                    total += len(key) // UNIT_CHARS
+                stack.append(sub)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return total
+
+
+def step_budget(arguments: Any) -> int:
+    """How many steps validating ``arguments`` may take: :data:`BASE_STEPS`, and
+    :data:`STEPS_PER_UNIT` more per unit of their size (see :func:`_units`)."""
+    return BASE_STEPS + STEPS_PER_UNIT * _units(arguments)
 
 
 # --------------------------------------------------------------------------- references
@@ -813,10 +1067,49 @@ def _unresolved_reason(err: referencing.exceptions.Unresolvable) -> str:
     return "it is not this schema nor a JSON Schema meta-schema, and nothing is fetched"
 
 
-def _check_references(schema: dict[str, Any], cls: Any, tool_name: str) -> None:
+def _step(key: str) -> str:
+    if _PLAIN_KEY.fullmatch(key):
+        return f".{key}"
+    return "['" + key.replace("\\", "\\\\").replace("'", "\\'") + "']"
+
+
+def _check_patterns(node: dict[str, Any], where: str, tool_name: str) -> None:
+    """Raise :class:`ToolDefinitionError` if RE2 cannot compile a pattern of ``node``."""
+    found: list[tuple[str, str]] = []
+    if isinstance(pattern := node.get("pattern"), str):
+        found.append((pattern, f"{where}.pattern"))
+    if isinstance(patterns := node.get("patternProperties"), dict):
+        found.extend((key, f"{where}.patternProperties{_step(key)}") for key in patterns)
+    for pattern, at in found:
+        if (problem := regex_problem(pattern)) is not None:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameters has a pattern RE2 cannot compile: {pattern!r}"
+                f" (at {at}; {problem}). Patterns are matched with RE2, in time linear in the"
+                " text: it has no backreferences nor lookaround (with which matching can take"
+                " exponential time), and no repetition past 1,000"
+            )
+
+
+class _References:
+    """What :func:`_check_references` found: the ids of the objects ``$ref``\\ s point at
+    (``targets``), of the nodes with a ``$ref`` to a JSON Schema meta-schema (``meta``), and the
+    path of every object (``paths``)."""
+
+    __slots__ = ("meta", "paths", "targets")
+
+    def __init__(
+        self, targets: frozenset[int], meta: frozenset[int], paths: dict[int, str]
+    ) -> None:
+        self.targets = targets
+        self.meta = meta
+        self.paths = paths
+
+
+def _check_references(schema: dict[str, Any], cls: Any, tool_name: str) -> _References:
     """Raise :class:`ToolDefinitionError` unless every ``$ref`` / ``$dynamicRef`` in ``schema``
-    resolves to a schema, and no cycle of references comes back to a subschema without moving
-    into a property or an item of the value.
+    resolves to a schema, no cycle of references comes back to a subschema without moving
+    into a property or an item of the value, and RE2 can compile every pattern that validation
+    may use.
 
     Why at construction: jsonschema resolves a reference only when a call reaches it, so a
     broken one fails every such call ("Unknown validation error"), and a cycle that applies to
@@ -829,17 +1122,19 @@ def _check_references(schema: dict[str, Any], cls: Any, tool_name: str) -> None:
     paths: dict[int, str] = {}
     _json_paths(schema, "$", paths)
     # Drafts 3 to 7 ignore the keywords beside a `$ref`.
-    legacy = cls in (
-        jsonschema.Draft3Validator,
-        jsonschema.Draft4Validator,
-        jsonschema.Draft6Validator,
-        jsonschema.Draft7Validator,
-    )
+    legacy = cls in _LEGACY
     in_place: dict[int, list[int]] = {}
+    targets: set[int] = set()
+    meta: set[int] = set()
+    # Subschemas reached only by a $ref (under a keyword jsonschema does not know, say
+    # "#/components/x"): looked at too, once the tree of subresources has been.
+    pending: list[tuple[Any, Any]] = []
 
     def visit(resource: Any, resolver: Any) -> None:
         node = resource.contents
         if isinstance(node, dict):
+            if id(node) in in_place:
+                return
             where = paths.get(id(node), "$")
             following: list[int] = []
             for keyword in _REFS:
@@ -847,20 +1142,28 @@ def _check_references(schema: dict[str, Any], cls: Any, tool_name: str) -> None:
                 if not isinstance(ref, str):
                     continue
                 try:
-                    target = resolver.lookup(ref).contents
+                    resolved = resolver.lookup(ref)
                 except referencing.exceptions.Unresolvable as err:
                     raise ToolDefinitionError(
                         f"tool {tool_name!r}: parameters has a {keyword} that does not resolve:"
                         f" {ref!r} (at {where}; {_unresolved_reason(err)})"
                     ) from None
+                target = resolved.contents
                 if not isinstance(target, dict | bool):
                     raise ToolDefinitionError(
                         f"tool {tool_name!r}: parameters has a {keyword} {ref!r} (at {where})"
                         f" that points at a {type(target).__name__}, not a schema"
                     )
-                if id(target) in paths:  # not a meta-schema, which has no such cycle
-                    following.append(id(target))
+                if id(target) not in paths:  # a meta-schema, which has no such cycle
+                    meta.add(id(node))
+                    continue
+                following.append(id(target))
+                if isinstance(target, dict):
+                    targets.add(id(target))
+                    if id(target) not in in_place:
+                        pending.append((specification.create_resource(target), resolved.resolver))
             if not (legacy and "$ref" in node):
+                _check_patterns(node, where, tool_name)
                 subs = [node.get(keyword) for keyword in _IN_PLACE_ONE]
                 for keyword in _IN_PLACE_LIST:
                     members = node.get(keyword)
@@ -874,28 +1177,111 @@ def _check_references(schema: dict[str, Any], cls: Any, tool_name: str) -> None:
             visit(sub, resolver.in_subresource(sub))
 
     visit(root, _SPECIFICATIONS.combine(_NO_RETRIEVAL).resolver_with_root(root))
+    while pending:
+        resource, resolver = pending.pop()
+        if id(resource.contents) not in in_place:
+            visit(resource, resolver)
 
-    on_path: list[int] = []
-    done: set[int] = set()
-
-    def walk(node: int) -> None:
-        on_path.append(node)
-        for following in in_place.get(node, ()):
-            if following in on_path:
+    # Depth-first over the subschemas that apply to the same value, without recursion: a cycle
+    # is refused, and so is a chain longer than MAX_SCHEMA_CHAIN (jsonschema recurses along it).
+    chain: dict[int, int] = {}  # a node's longest chain (itself included), once done
+    for start in in_place:
+        if start in chain:
+            continue
+        on_path: list[int] = [start]
+        stack = [iter(in_place[start])]
+        while stack:
+            following = next(stack[-1], None)
+            if following is None:
+                stack.pop()
+                node = on_path.pop()
+                chain[node] = 1 + max((chain[n] for n in in_place.get(node, ())), default=0)
+                if chain[node] > MAX_SCHEMA_CHAIN:
+                    raise ToolDefinitionError(
+                        f"tool {tool_name!r}: parameters has a chain of more than"
+                        f" {MAX_SCHEMA_CHAIN} subschemas that apply to the same value (through"
+                        f" $ref, allOf, anyOf, ...), from {paths[node]}"
+                    )
+            elif following in on_path:
                 cycle = [*on_path[on_path.index(following) :], following]
                 raise ToolDefinitionError(
                     f"tool {tool_name!r}: parameters has a cycle of references that never moves"
                     " into a property or an item, so validating a value that reaches it would"
                     f" never end: {' -> '.join(paths[step] for step in cycle)}"
                 )
-            if following not in done:
-                walk(following)
-        on_path.pop()
-        done.add(node)
+            elif following not in chain:
+                on_path.append(following)
+                stack.append(iter(in_place.get(following, ())))
+    return _References(frozenset(targets), frozenset(meta), paths)
 
-    for node in in_place:
-        if node not in done:
-            walk(node)
+
+_LEGACY: Final = (
+    jsonschema.Draft3Validator,
+    jsonschema.Draft4Validator,
+    jsonschema.Draft6Validator,
+    jsonschema.Draft7Validator,
+)
+
+
+def _plain(schema: Mapping[str, Any], tool_name: str) -> dict[str, Any]:
+    """A copy of ``schema`` (a tree of plain dicts and lists), or :class:`ToolDefinitionError` if
+    it has more than :data:`MAX_SCHEMA_VALUES` values or is nested more than
+    :data:`MAX_SCHEMA_DEPTH` levels deep (a schema built in Python may share its parts: each
+    counts every time it appears)."""
+    count = 0
+
+    def plain(value: Any, depth: int) -> Any:
+        nonlocal count
+        count += 1
+        if count > MAX_SCHEMA_VALUES:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameters is too large: more than"
+                f" {MAX_SCHEMA_VALUES:,} values (objects, arrays, strings, numbers, ...)"
+            )
+        if isinstance(value, dict | list):
+            if depth >= MAX_SCHEMA_DEPTH:
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: parameters is nested more than"
+                    f" {MAX_SCHEMA_DEPTH} levels deep"
+                )
+            if isinstance(value, dict):
+                return {key: plain(item, depth + 1) for key, item in value.items()}
+            return [plain(item, depth + 1) for item in value]
+        return _copy(value)
+
+    return {key: plain(value, 1) for key, value in schema.items()}
+
+
+@functools.cache
+def _meta_registry() -> referencing.Registry[Any]:
+    """jsonschema's meta-schemas as :class:`_Copy` makes them (counted, and without ``$schema``,
+    so that checking a schema stays with one counted validator class)."""
+    resources = []
+    for uri in _SPECIFICATIONS:
+        contents = _SPECIFICATIONS.contents(uri)
+        cls = jsonschema.validators.validator_for(contents, default=jsonschema.Draft202012Validator)
+        counted = _Copy(
+            contents,
+            has_not="not" in cls.VALIDATORS,
+            sort=False,  # the first error is the one jsonschema's check_schema reports
+            root_dialect=False,
+        )
+        specification = referencing.jsonschema.specification_with(contents.get("$schema", ""))
+        resources.append((uri, specification.create_resource(counted.root)))
+    return referencing.Registry().with_resources(resources).crawl()
+
+
+def _check_schema(schema: dict[str, Any], cls: Any) -> None:
+    """jsonschema's ``cls.check_schema(schema)``, counted."""
+    meta_cls = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+    registry = _meta_registry()
+    meta = registry.contents(cls.ID_OF(cls.META_SCHEMA).rstrip("#"))
+    validator = metered_class(meta_cls)(
+        meta, format_checker=format_checker(meta_cls), registry=registry
+    )
+    error = next(validator.iter_errors(schema), None)
+    if error is not None:
+        raise jsonschema.SchemaError.create_from(error)
 
 
 def compile_validator(schema: Mapping[str, Any], *, tool_name: str) -> ArgumentValidator:
@@ -903,25 +1289,46 @@ def compile_validator(schema: Mapping[str, Any], *, tool_name: str) -> ArgumentV
 
     Raise :class:`ToolDefinitionError` naming the tool and the problem if ``schema`` is not a
     valid JSON Schema (checked by jsonschema's ``check_schema`` with the Draft 2020-12 validator
-    class, or the one named by ``$schema``), or if it is one that would fail every call that
+    class, or the one named by ``$schema``); if it is one that would fail every call that
     reaches some part of it: a ``$ref`` that does not resolve within it (nothing is fetched), one
     that points at something other than a schema, a cycle of references that never moves into
-    the value, or nesting deeper than Python's recursion limit."""
+    the value, a pattern RE2 cannot compile; or if it is too large to compile within bounds:
+    more than :data:`MAX_SCHEMA_VALUES` values, nesting more than :data:`MAX_SCHEMA_DEPTH`
+    levels deep, more than :data:`COMPILE_STEPS` steps of work (or past Python's recursion
+    limit)."""
     if not isinstance(schema, Mapping):
         raise ToolDefinitionError(
             f"tool {tool_name!r}: parameters must be a JSON Schema object,"
             f" not {type(schema).__name__}"
         )
     try:
-        plain: dict[str, Any] = {key: _copy(value) for key, value in schema.items()}
+        plain = _plain(schema, tool_name)
         cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
-        cls.check_schema(plain)
-        _check_references(plain, cls, tool_name)
-        return ArgumentValidator(plain, cls)
+        with Budget(COMPILE_STEPS):
+            _check_schema(plain, cls)
+            references = _check_references(plain, cls, tool_name)
+            counted = _Copy(
+                plain,
+                has_not="not" in cls.VALIDATORS,
+                targets=references.targets,
+                meta=references.meta,
+            )
+            for target in references.targets:
+                if target not in counted.nodes:
+                    raise ToolDefinitionError(
+                        f"tool {tool_name!r}: parameters has a $ref to {references.paths[target]},"
+                        " which is data (an enum's, a const, a default, an example), not a schema"
+                    )
+            return ArgumentValidator(plain, cls, counted)
     except jsonschema.SchemaError as err:
         raise ToolDefinitionError(
             f"tool {tool_name!r}: parameters is not a valid JSON Schema: {err.message}"
             f" (at {err.json_path})"
+        ) from None
+    except OverBudget:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: parameters is too large to compile: checking it took more"
+            f" than {COMPILE_STEPS:,} steps"
         ) from None
     except RecursionError:
         raise ToolDefinitionError(
