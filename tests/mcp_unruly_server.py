@@ -18,6 +18,8 @@ changes it, then sends ``notifications/tools/list_changed``):
   schema holds ``NaN``, which the SDK's parser reads (and its server never writes);
 - ``deep``: one more tool whose schema is nested 250 levels deep (past what the SDK's parser
   reads: the whole reply is then unreadable);
+- ``lookahead``: two more tools, ``mail`` (zod's e-mail pattern, with lookaheads, beside data
+  that holds such a pattern) and ``keyed`` (a ``patternProperties`` key with a lookahead);
 - ``pages:N``: N pages, each with a tool ``page{n}``, all but the last with a cursor;
 - ``endless``: pages without end, each with a tool ``page{n}`` and a new cursor;
 - ``repeat``: pages whose cursor is always the same.
@@ -125,7 +127,31 @@ async def list_tools(
         tools += [types.Tool(name=name, input_schema=bad) for name in ("n" * 128, "m" * 129)]
     elif kind == "deep":
         tools.append(types.Tool(name="deeper", input_schema={"type": "object", **nested(DEPTH)}))
+    elif kind == "lookahead":
+        tools += [
+            types.Tool(name="mail", input_schema=MAIL_SCHEMA),
+            types.Tool(name="keyed", input_schema=KEYED_SCHEMA),
+        ]
     return types.ListToolsResult(tools=tools)
+
+
+# What zod 4 writes for z.object({to: z.email(), pattern: z.enum([...])}): its e-mail
+# pattern has two lookaheads, which RE2 does not have.
+ZOD_EMAIL = (
+    "^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@"
+    "([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"
+)
+MAIL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "to": {"type": "string", "format": "email", "pattern": ZOD_EMAIL},
+        "pattern": {"type": "string", "enum": ["(?=data)", "plain"]},
+        "options": {"const": {"pattern": "(?=data, not a keyword)"}},
+    },
+    "required": ["to"],
+}
+# A lookahead as a key of patternProperties: the tool is left out.
+KEYED_SCHEMA = {"type": "object", "patternProperties": {"^(?!x)": {"type": "string"}}}
 
 
 NAN = [("finite", "10"), ("nan", "NaN")]

@@ -240,6 +240,24 @@ async def test_a_tool_whose_schema_holds_nan_is_left_out() -> None:
     assert ([tool.name for tool in server.tools], server.skipped) == (["finite"], ("nan",))
 
 
+async def test_a_pattern_re2_cannot_compile_is_left_out_of_a_tools_schema() -> None:
+    """zod writes a lookahead into every e-mail address's pattern: the tool is kept, without
+    that pattern (its data, a property named "pattern" included, as the server wrote it);
+    a patternProperties key with a lookahead costs its tool."""
+    with trio.fail_after(BOUND):
+        async with unruly("lookahead") as server:
+            pass
+    assert server.skipped == ("keyed",)
+    properties = tool(server, "mail").parameters["properties"]
+    assert properties == {
+        "to": {"type": "string", "format": "email"},
+        "pattern": {"type": "string", "enum": ["(?=data)", "plain"]},
+        "options": {"const": {"pattern": "(?=data, not a keyword)"}},
+    }
+    arguments = {"to": "a.b@example.com", "pattern": "(?=data)"}
+    assert tool(server, "mail").validate_arguments(arguments) == arguments
+
+
 async def test_structured_content_holding_nan_is_not_kept_in_details() -> None:
     # A saved transcript holding it could not be read back.
     with trio.fail_after(BOUND):

@@ -10,17 +10,15 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import jsonschema  # type: ignore[import-untyped]  # ships no type information
-import mcp.types as mcp_types
 import outcome
 import pytest
 import trio
 import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp import ClientSession
 
 from tests._support import echo, examples
 from trio_agent import Agent, AgentMessage, ToolResult, ToolResultMessage, ToolUpdate
@@ -38,7 +36,6 @@ from trio_agent._validation import (
     compile_validator,
     step_budget,
 )
-from trio_agent.mcp import McpServer
 from trio_agent.providers import faux
 
 T = TypeVar("T")
@@ -1292,22 +1289,6 @@ def test_a_budget_is_its_threads_own() -> None:
         assert finishes(lambda: validate(schema, {"x": "s"})) == {"x": "s"}
         with pytest.raises(OverBudget):
             charge(1)
-
-
-async def test_an_mcp_tool_whose_pattern_re2_refuses_is_skipped() -> None:
-    class Listing:
-        async def list_tools(self, *, params: object = None) -> mcp_types.ListToolsResult:
-            schema = {"type": "object", "properties": {"x": {"pattern": "^(?!admin)"}}}
-            return mcp_types.ListToolsResult(
-                tools=[
-                    mcp_types.Tool(name="lookahead", input_schema=schema),
-                    mcp_types.Tool(name="good", input_schema={"type": "object"}),
-                ]
-            )
-
-    server = McpServer(cast(ClientSession, Listing()), name="fake", prefix="", include=None)
-    tools = await server.refresh()
-    assert ([tool.name for tool in tools], server.skipped) == (["good"], ("lookahead",))
 
 
 AGREEMENT_SCHEMAS: list[dict[str, Any]] = [

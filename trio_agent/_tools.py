@@ -172,7 +172,7 @@ class AgentTool:
         first (so the default applies); other values are coerced (``"7"`` → 7 for an integer).
 
         Raises :class:`trio_agent.ToolArgumentsError` with pi's message text, or one saying that
-        checking took more than its budget of steps (50,000, and 100 more per value of the
+        checking took more than its budget of steps (50,000, and 200 more per value of the
         arguments), which bounds the time a schema and arguments can make it take.
         """
         return self._validator.validate(self.name, arguments)

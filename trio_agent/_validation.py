@@ -124,6 +124,7 @@ __all__ = [
     "ArgumentValidator",
     "compile_validator",
     "step_budget",
+    "without_unmatchable_patterns",
 ]
 
 # --------------------------------------------------------------------------- bounds
@@ -1089,6 +1090,46 @@ def _check_patterns(node: dict[str, Any], where: str, tool_name: str) -> None:
                 " text: it has no backreferences nor lookaround (with which matching can take"
                 " exponential time), and no repetition past 1,000"
             )
+
+
+def without_unmatchable_patterns(
+    schema: Mapping[str, Any], *, tool_name: str
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """A copy of ``schema`` without the ``pattern`` keywords RE2 cannot compile, and those
+    patterns, for a schema whose author is not ours to tell (an MCP server's).
+
+    Such a pattern (a lookahead: zod writes one for every e-mail address) makes
+    :func:`compile_validator` refuse the schema; without it the tool can be used, its
+    argument checked by the rest of its schema (and by the server, which has its own
+    regular expressions). Only ``pattern`` keywords of subschemas are taken out, never data
+    (an ``enum`` value, a property named "pattern"); a ``patternProperties`` key RE2 cannot
+    compile stays, as its properties' schemas would be lost with it. Raises
+    :class:`ToolDefinitionError` as :func:`compile_validator` does for a schema too large
+    or too deep, and returns it as it is when it is not a valid JSON Schema (which
+    :func:`compile_validator` then refuses).
+    """
+    plain = _plain(schema, tool_name)
+    cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
+    specification = referencing.jsonschema.specification_with(
+        cls.ID_OF(cls.META_SCHEMA) or "urn:unknown-dialect",
+        default=referencing.Specification.OPAQUE,
+    )
+    dropped: list[str] = []
+    resources = [specification.create_resource(plain)]
+    seen: set[int] = set()
+    try:
+        while resources:
+            resource = resources.pop()
+            node = resource.contents
+            if isinstance(node, dict) and id(node) not in seen:
+                seen.add(id(node))
+                pattern = node.get("pattern")
+                if isinstance(pattern, str) and regex_problem(pattern) is not None:
+                    dropped.append(node.pop("pattern"))
+            resources.extend(resource.subresources())
+    except Exception:  # not a schema referencing can walk: compile_validator says why
+        return dict(schema), ()
+    return plain, tuple(dropped)
 
 
 class _References:

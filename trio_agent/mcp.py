@@ -43,7 +43,11 @@ characters, a schema that is not valid JSON Schema, a name listed twice and the 
 the first :data:`MAX_TOOLS` are left out and named in ``server.skipped``, and so is a tool
 whose schema holds NaN or infinity (the SDK's parser reads them, but they are not JSON, and
 every request to the model would fail to encode); ``server.truncated`` says when the list was
-not read whole (too many pages, a cursor that came back).
+not read whole (too many pages, a cursor that came back). A ``pattern`` in a tool's schema that
+RE2 cannot compile (a lookahead, as in the e-mail pattern zod writes; a backreference) is left
+out of the schema the model sees and the arguments are checked against, rather than costing
+the tool: the server checks its own input. (A tool made in code with one is refused instead:
+its author can mend it.) A ``patternProperties`` key RE2 cannot compile costs the tool.
 
 A reply the SDK cannot parse (JSON nested deeper than its parser's 200 levels, a wrong type
 in the envelope) ends the request it answered with an error, rather than leaving it to wait
@@ -99,6 +103,7 @@ from ._mcp_results import MAX_RESULT_CHARS as MAX_RESULT_CHARS
 from ._mcp_results import bounded, tool_result
 from ._messages import ToolResult
 from ._tools import AgentTool, ToolUpdate
+from ._validation import without_unmatchable_patterns
 
 __all__ = [
     "MAX_ERROR_CHARS",
@@ -281,10 +286,12 @@ class McpServer:
             return await self._call(remote, args, on_update)
 
         try:
+            # A pattern RE2 cannot match in linear time is left out (see the module's docs).
+            schema, _ = without_unmatchable_patterns(spec.input_schema, tool_name=remote)
             return AgentTool(
                 name=self._prefix + remote,
                 description=spec.description or "",
-                parameters=dict(spec.input_schema),
+                parameters=schema,
                 execute=execute,
                 label=spec.title or remote,
             )
