@@ -21,7 +21,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._stream import ReasoningLevel, Timeouts
-from ._tools import AgentTool, check_time_limit, shown_number as _number
+from ._tools import AgentTool, check_time_limit, shown_number
 
 __all__ = [
     "AfterToolCallContext",
@@ -224,7 +224,7 @@ class AgentLoopConfig:
                 if float(value) >= 0:  # False for NaN
                     return
         raise ValueError(
-            f"max_retry_delay must be a number of seconds of 0 or more, not {_number(value)}"
+            f"max_retry_delay must be a number of seconds of 0 or more, not {shown_number(value)}"
         )
 
     @timeouts.validator
