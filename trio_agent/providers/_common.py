@@ -565,13 +565,15 @@ class HttpProvider:
         server gave it.
 
         When the request carries a key, the reply is built by a
-        :class:`~trio_agent.providers._guard.GuardedBuilder`, which treats every
-        other text the server chooses alike: the response id, tool calls' ids,
-        names and arguments (every string in them, at any depth), signatures,
-        and the text of every block — where the key may come whole or split
-        across deltas: each block's deltas show the text as ``redact`` leaves
-        it, the end that could still become the key held back until the next
-        delta (or the block's end) says. A key in another encoding (JSON
+        :class:`~trio_agent.providers._guard.GuardedBuilder`, which takes every
+        copy of the key out of every other text the server chooses: the
+        response id, tool calls' ids, names and arguments (every string in them,
+        at any depth), signatures, and the text of every block — where the key
+        may come whole or split across deltas: each block's deltas show the
+        text with the key as ``***``, the end that could still become the key
+        held back until the next delta (or the block's end) says. There, only
+        whole copies are taken out: a model writes a key's public prefix
+        (``sk-proj-``) for reasons of its own. A key in another encoding (JSON
         ``\\u`` escapes, base64, reversed) is not the key's text, and is not
         found there (the parsed arguments, where escapes are decoded, are
         clean). A request without a key (a local server) is built plainly.
@@ -584,7 +586,7 @@ class HttpProvider:
         builder: AssistantMessageBuilder
         if secrets:
             builder = guard = GuardedBuilder(
-                secrets,
+                secrets[0],
                 api=model.api,
                 provider=provider,
                 model=model.id,
