@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 from tests._support import echo, examples
 from trio_agent import Agent, AgentMessage, ToolResult, ToolResultMessage, ToolUpdate
 from trio_agent._errors import ToolArgumentsError, ToolDefinitionError
-from trio_agent._metered import Budget, OverBudget, charge
+from trio_agent._metered import _METER, Budget, OverBudget, charge, regex
 from trio_agent._tools import AgentTool
 from trio_agent._validation import (
     BASE_STEPS,
     COMPILE_STEPS,
+    MAX_DROPPED_PATTERNS,
     MAX_SCHEMA_CHAIN,
     MAX_SCHEMA_VALUES,
     STEPS_PER_UNIT,
@@ -35,6 +36,7 @@ from trio_agent._validation import (
     ArgumentValidator,
     compile_validator,
     step_budget,
+    without_unmatchable_patterns,
 )
 from trio_agent.providers import faux
 
@@ -1362,3 +1364,48 @@ def test_the_counted_validators_agree_with_jsonschema(index: int, value: Any) ->
     plain = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     with Budget(10**9):
         assert AGREEMENT_VALIDATORS[index]._is_valid(value) == plain(schema).is_valid(value)
+
+
+# -- compiling patterns is counted ---------------------------------------------------------------
+
+
+def test_compiling_a_pattern_is_charged_and_a_compiled_one_is_not() -> None:
+    pattern = r"[\x{80}-\x{10FFFF}]{77}"  # a program of hundreds of instructions
+    with Budget(10), pytest.raises(OverBudget):
+        regex(pattern)
+    with Budget(1_000_000) as budget:
+        compiled = regex(pattern)
+        assert budget.steps > _METER.left  # compiled now: charged
+        left = _METER.left
+        assert regex(pattern) is compiled
+        assert _METER.left == left  # kept compiled: free
+
+
+def test_a_schema_of_many_costly_patterns_is_refused_when_the_tool_is_made() -> None:
+    """Each distinct pattern is compiled when the tool is made and again when a call needs it
+    and it is no longer kept: 1,000 of them held the run for most of a second per call."""
+    schema = {
+        "type": "object",
+        "properties": {
+            f"p{i}": {"type": "string", "pattern": rf"p{i}[\x{{80}}-\x{{10FFFF}}]{{900}}"}
+            for i in range(1_000)
+        },
+    }
+    with pytest.raises(ToolDefinitionError, match=r"too large to compile: checking it took"):
+        compile_validator(schema, tool_name="t")
+
+
+def lookaheads(count: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "pattern": f"^(?!x{i})"} for i in range(count)},
+    }
+
+
+def test_at_most_max_dropped_patterns_are_left_out_of_a_schema() -> None:
+    schema, dropped = without_unmatchable_patterns(lookaheads(MAX_DROPPED_PATTERNS), tool_name="t")
+    assert len(dropped) == MAX_DROPPED_PATTERNS == 16
+    assert all("pattern" not in prop for prop in schema["properties"].values())
+    compile_validator(schema, tool_name="t")
+    with pytest.raises(ToolDefinitionError, match=r"more than 16 patterns RE2 cannot compile"):
+        without_unmatchable_patterns(lookaheads(MAX_DROPPED_PATTERNS + 1), tool_name="t")

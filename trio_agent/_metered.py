@@ -33,6 +33,7 @@ they were measured.
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 import threading
@@ -128,13 +129,48 @@ def _re2_syntax(pattern: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-@functools.lru_cache(maxsize=128)  # at most 128 times max_mem held
+_PATTERN_STEPS: Final = 50
+"""What compiling a pattern costs besides its size (about 30 µs for a small one)."""
+_INSTRUCTIONS_PER_STEP: Final = 4
+"""Instructions of a compiled pattern that cost a step to compile (up to ~140 ns each)."""
+_REFUSED_PATTERN_STEPS: Final = 2_000
+"""What a pattern RE2 refuses costs: one that is too large fails only once its program has
+outgrown ``max_mem`` (about 1.4 ms)."""
+_CACHED_PATTERNS: Final = 128
+"""Compiled patterns kept for the next use (each holds at most ``max_mem``)."""
+_compiled: collections.OrderedDict[str, Any] = collections.OrderedDict()
+_compiled_lock = threading.Lock()  # several Trio runs may validate in several threads
+
+
 def regex(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (``re2.error`` if RE2 refuses it: see :func:`regex_problem`).
 
     It matches UTF-8 bytes: search ``text.encode("utf-8", "surrogatepass")``, which takes a
-    lone surrogate (JSON's ``"\\ud800"``) too."""
-    return re2.compile(_re2_syntax(pattern), _RE2_OPTIONS)
+    lone surrogate (JSON's ``"\\ud800"``) too.
+
+    The last :data:`_CACHED_PATTERNS` patterns used are kept compiled. Compiling one is
+    charged (a schema of many patterns would otherwise make every call compile them all,
+    uncounted): :data:`_PATTERN_STEPS`, a step per :data:`CHARS_PER_STEP` characters of it
+    and per :data:`_INSTRUCTIONS_PER_STEP` instructions of its program, or
+    :data:`_REFUSED_PATTERN_STEPS` when RE2 refuses it.
+    """
+    with _compiled_lock:
+        compiled = _compiled.get(pattern)
+        if compiled is not None:
+            _compiled.move_to_end(pattern)
+            return compiled
+    charge(_PATTERN_STEPS + len(pattern) // CHARS_PER_STEP)
+    try:
+        compiled = re2.compile(_re2_syntax(pattern), _RE2_OPTIONS)
+    except re2.error:
+        charge(_REFUSED_PATTERN_STEPS)
+        raise
+    charge(compiled.programsize // _INSTRUCTIONS_PER_STEP)
+    with _compiled_lock:
+        _compiled[pattern] = compiled
+        if len(_compiled) > _CACHED_PATTERNS:
+            _compiled.popitem(last=False)
+    return compiled
 
 
 def regex_problem(pattern: str) -> str | None:

@@ -76,7 +76,8 @@ most :data:`MAX_SCHEMA_DEPTH` levels, has no chain of more than :data:`MAX_SCHEM
 subschemas that apply to the same value (a ``$ref`` and its target count two), no ``$ref`` into
 data (an ``enum``'s, a ``const``), and checking it (jsonschema's ``check_schema``, counted: 110 to
 180 steps a value for draft 2020-12) and finding which optional properties refuse ``null`` take
-at most :data:`COMPILE_STEPS` steps (about half a second); else it is a
+at most :data:`COMPILE_STEPS` steps (about half a second; compiling each pattern with RE2 is
+charged too, by its program's size); else it is a
 :class:`ToolDefinitionError` naming the tool. Every other walk of the schema at compile time goes
 through each node once (a ``$ref`` is looked up, not followed), without recursion past
 :data:`MAX_SCHEMA_DEPTH`.
@@ -117,6 +118,7 @@ from trio_agent._metered import (
 __all__ = [
     "BASE_STEPS",
     "COMPILE_STEPS",
+    "MAX_DROPPED_PATTERNS",
     "MAX_SCHEMA_CHAIN",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_VALUES",
@@ -1092,21 +1094,28 @@ def _check_patterns(node: dict[str, Any], where: str, tool_name: str) -> None:
             )
 
 
+MAX_DROPPED_PATTERNS: Final = 16
+"""The most ``pattern`` keywords RE2 cannot compile that :func:`without_unmatchable_patterns`
+leaves out of one schema; a schema with more is refused."""
+
+
 def without_unmatchable_patterns(
     schema: Mapping[str, Any], *, tool_name: str
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """A copy of ``schema`` without the ``pattern`` keywords RE2 cannot compile, and those
     patterns, for a schema whose author is not ours to tell (an MCP server's).
 
-    Such a pattern (a lookahead: zod writes one for every e-mail address) makes
+    Such a pattern (a lookahead: zod writes two into every e-mail address's) makes
     :func:`compile_validator` refuse the schema; without it the tool can be used, its
-    argument checked by the rest of its schema (and by the server, which has its own
+    arguments checked by the rest of its schema (and by the server, which has its own
     regular expressions). Only ``pattern`` keywords of subschemas are taken out, never data
     (an ``enum`` value, a property named "pattern"); a ``patternProperties`` key RE2 cannot
-    compile stays, as its properties' schemas would be lost with it. Raises
-    :class:`ToolDefinitionError` as :func:`compile_validator` does for a schema too large
-    or too deep, and returns it as it is when it is not a valid JSON Schema (which
-    :func:`compile_validator` then refuses).
+    compile stays, as its properties' schemas would be lost with it.
+
+    Raises :class:`ToolDefinitionError` as :func:`compile_validator` does for a schema too
+    large or too deep, for one with more than :data:`MAX_DROPPED_PATTERNS` such patterns,
+    and when compiling its patterns takes more than :data:`COMPILE_STEPS` steps; returns a
+    schema that is not valid JSON Schema as it is (:func:`compile_validator` says why).
     """
     plain = _plain(schema, tool_name)
     cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
@@ -1118,15 +1127,28 @@ def without_unmatchable_patterns(
     resources = [specification.create_resource(plain)]
     seen: set[int] = set()
     try:
-        while resources:
-            resource = resources.pop()
-            node = resource.contents
-            if isinstance(node, dict) and id(node) not in seen:
-                seen.add(id(node))
-                pattern = node.get("pattern")
-                if isinstance(pattern, str) and regex_problem(pattern) is not None:
-                    dropped.append(node.pop("pattern"))
-            resources.extend(resource.subresources())
+        with Budget(COMPILE_STEPS):
+            while resources:
+                resource = resources.pop()
+                node = resource.contents
+                if isinstance(node, dict) and id(node) not in seen:
+                    seen.add(id(node))
+                    pattern = node.get("pattern")
+                    if isinstance(pattern, str) and regex_problem(pattern) is not None:
+                        dropped.append(node.pop("pattern"))
+                        if len(dropped) > MAX_DROPPED_PATTERNS:
+                            raise ToolDefinitionError(
+                                f"tool {tool_name!r}: parameters has more than"
+                                f" {MAX_DROPPED_PATTERNS} patterns RE2 cannot compile"
+                            )
+                resources.extend(resource.subresources())
+    except OverBudget:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: parameters is too large to compile: its patterns took more"
+            f" than {COMPILE_STEPS:,} steps"
+        ) from None
+    except ToolDefinitionError:
+        raise
     except Exception:  # not a schema referencing can walk: compile_validator says why
         return dict(schema), ()
     return plain, tuple(dropped)

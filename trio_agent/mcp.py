@@ -46,8 +46,9 @@ every request to the model would fail to encode); ``server.truncated`` says when
 not read whole (too many pages, a cursor that came back). A ``pattern`` in a tool's schema that
 RE2 cannot compile (a lookahead, as in the e-mail pattern zod writes; a backreference) is left
 out of the schema the model sees and the arguments are checked against, rather than costing
-the tool: the server checks its own input. (A tool made in code with one is refused instead:
-its author can mend it.) A ``patternProperties`` key RE2 cannot compile costs the tool.
+the tool: the server checks its own input (at most 16 of them, ``MAX_DROPPED_PATTERNS``; a tool
+with more is left out). (A tool made in code with one is refused instead: its author can
+mend it.) A ``patternProperties`` key RE2 cannot compile costs the tool.
 
 A reply the SDK cannot parse (JSON nested deeper than its parser's 200 levels, a wrong type
 in the envelope) ends the request it answered with an error, rather than leaving it to wait
