@@ -109,6 +109,7 @@ async def test_a_providers_own_key_goes_to_its_own_server(
         "https://example.net/v1?https://api.openai.com",
         "https://api.openai.com:8443/v1",
         "https://openrouter.ai/api/v1",  # another provider's server
+        "https://user:pass@/v1",  # no host at all
     ],
 )
 async def test_the_url_decides_not_the_label(

@@ -9,8 +9,8 @@ out, as pi leaves out ``undefined``. So a transcript saved here can be read by
 pi-based tools and the other way round.
 
 What :func:`dumps` writes, :func:`loads` reads back, whatever the values: JSON
-has no place for some of them, and they are written as pi's ``JSON.stringify``
-writes them, or refused. A number that is not finite (NaN, an infinity) is
+has no place for some of them, and they are written as JSON can carry them
+(numbers as pi's ``JSON.stringify`` writes them), or refused. A number that is not finite (NaN, an infinity) is
 written as ``null``, and so is an integer too long for Python to write as text
 (more than ``sys.get_int_max_str_digits()`` digits, 4,300 by default; no float
 holds one). A lone surrogate (half of a UTF-16 pair, which no UTF-8 text can

@@ -229,8 +229,8 @@ def _reference(fn: _Keyword) -> _Keyword:
 
 
 def _nodes(value: Any) -> int:
-    """The size of a JSON value (nodes, and characters of strings and keys), charged as it
-    is counted."""
+    """The size of a JSON value (nodes, and characters of strings and keys), charged once
+    counted (the walk is linear in the value, which the model's arguments bound)."""
     stack = [value]
     total = 0
     while stack:

@@ -452,12 +452,19 @@ def _sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def _write_transcript(path: Path, messages: Sequence[AgentMessage]) -> None:
+    _write_whole(path, (dumps(messages, indent=1) + "\n").encode("utf-8"))
+
+
 async def _save(path: Path, messages: Sequence[AgentMessage]) -> None:
     """Write the transcript to ``path``, replacing it whole (never half-written; the file
-    it replaces is kept when writing fails). :class:`SessionError` saying why."""
+    it replaces is kept when writing fails). :class:`SessionError` saying why.
+
+    In a worker thread, its JSON too: a long transcript (images in base64) takes a while to
+    write, and the run's Ctrl-C must not wait for it.
+    """
     try:
-        data = (dumps(messages, indent=1) + "\n").encode("utf-8")
-        await trio.to_thread.run_sync(_write_whole, path, data)
+        await trio.to_thread.run_sync(_write_transcript, path, list(messages))
     except (OSError, ValueError, TypeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SessionError(f"cannot save the transcript to {str(path)!r}: {reason}") from None
@@ -474,7 +481,7 @@ async def _load(path: Path | None) -> list[AgentMessage]:
         return []
     try:
         text = await trio.Path(path).read_text(encoding="utf-8")
-        messages: list[AgentMessage] = loads(text)
+        messages: list[AgentMessage] = await trio.to_thread.run_sync(loads, text)
     except (OSError, UnicodeDecodeError, TranscriptError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SessionError(f"cannot resume {str(path)!r}: {reason}") from None

@@ -426,11 +426,11 @@ def server_of(url: str) -> _Server | None:
     return scheme, host, port or _DEFAULT_PORTS.get(scheme, 0)
 
 
-def _shown(server: _Server | None, url: str) -> str:
+def _shown(server: _Server | None) -> str:
     """Where a request goes, for a message: the URL's scheme, host and port only (a
     password in it is not shown)."""
     if server is None:
-        return repr(url[:100])
+        return "a URL that names no host"  # as given, it might hold a password
     scheme, host, port = server
     host = f"[{host}]" if ":" in host else host
     default = _DEFAULT_PORTS.get(scheme)
@@ -517,11 +517,11 @@ class HttpProvider:
         if usable:
             return f"no API key for {provider}: set {' or '.join(usable)}, or {remedy}"
         servers = sorted({known for name in variables for known in key_servers(name)})
-        where = " or ".join(_shown(known, "") for known in servers) or "its provider's servers"
+        where = " or ".join(_shown(known) for known in servers) or "its provider's servers"
         names = " and ".join(variables)
         verb = "is" if len(variables) == 1 else "are"
         return (
-            f"no API key for {provider} at {_shown(server, model.base_url)}: "
+            f"no API key for {provider} at {_shown(server)}: "
             f"{names} {verb} sent only to {where}; for this server, {remedy}"
         )
 

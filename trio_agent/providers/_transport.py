@@ -496,9 +496,10 @@ def _encoded(body: Any) -> bytes:
 
 def json_text(value: Any) -> str:
     """``value`` as JSON text to send inside a request (a tool call's arguments, which the
-    OpenAI APIs take as a string), as JavaScript's ``JSON.stringify`` writes it, repaired
-    as a request body is (:func:`_encoded`): a number that is not finite as ``null``,
-    never the ``NaN`` no JSON parser reads, and a lone surrogate as U+FFFD."""
+    OpenAI APIs take as a string): compact, not ASCII-escaped, repaired as a request body
+    is (:func:`_encoded`): a number that is not finite as ``null`` (as JavaScript's
+    ``JSON.stringify`` writes it), never the ``NaN`` no JSON parser reads, and a lone
+    surrogate as U+FFFD."""
     try:
         text = _dumps(value)
         text.encode("utf-8")
