@@ -10,15 +10,16 @@ pi-based tools and the other way round.
 
 What :func:`dumps` writes, :func:`loads` reads back, whatever the values: JSON
 has no place for some of them, and they are written as JSON can carry them
-(numbers as pi's ``JSON.stringify`` writes them), or refused. A number that is not finite (NaN, an infinity) is
-written as ``null``, and so is an integer too long for Python to write as text
-(more than ``sys.get_int_max_str_digits()`` digits, 4,300 by default; no float
-holds one). A lone surrogate (half of a UTF-16 pair, which no UTF-8 text can
-hold: a server's ``"\\ud800"``, a file name that is not UTF-8 read by Python) is
-written as U+FFFD (the replacement character), and two halves of a pair as the
-character they make. A free-form value (a tool call's arguments, a result's
-``details``, an event's ``args``) may nest :data:`MAX_NESTING` arrays and objects
-deep; deeper, :func:`dumps` raises ``ValueError`` naming it.
+(numbers as pi's ``JSON.stringify`` writes them), or refused. A number that is
+not finite (NaN, an infinity) is written as ``null``, and so is an integer too
+long for Python to write as text (more than ``sys.get_int_max_str_digits()``
+digits, 4,300 by default; no float holds one). A lone surrogate (half of a
+UTF-16 pair, which no UTF-8 text can hold: a server's ``"\\ud800"``, a file
+name that is not UTF-8 read by Python) is written as U+FFFD (the replacement
+character), and two halves of a pair as the character they make. A free-form
+value (a tool call's arguments, a result's ``details``, an event's ``args``)
+may nest :data:`MAX_NESTING` arrays and objects deep; deeper, :func:`dumps`
+raises ``ValueError`` naming it.
 
 Reading is strict: unknown keys, unknown roles or block types, and values of
 the wrong type are a :class:`~trio_agent.TranscriptError` listing every
