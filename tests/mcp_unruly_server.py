@@ -22,7 +22,8 @@ changes it, then sends ``notifications/tools/list_changed``):
   that holds such a pattern) and ``keyed`` (a ``patternProperties`` key with a lookahead);
 - ``pages:N``: N pages, each with a tool ``page{n}``, all but the last with a cursor;
 - ``endless``: pages without end, each with a tool ``page{n}`` and a new cursor;
-- ``repeat``: pages whose cursor is always the same.
+- ``repeat``: pages whose cursor is always the same;
+- ``refuse:N``: an error reply whose message is N characters long.
 
 Tools: ``texts`` (text blocks of the given sizes), ``error`` (an ``isError`` result of a text
 of the given size), ``structured`` (a text block and structured content whose JSON has the
@@ -49,6 +50,7 @@ import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 listing = sys.argv[1] if len(sys.argv) > 1 else "plain"
 DEPTH = 250  # past the 200 levels pydantic's JSON parser reads
@@ -110,6 +112,8 @@ async def list_tools(
         return types.ListToolsResult(tools=[_tool(f"page{page}")], next_cursor=next_cursor)
     if kind == "repeat":
         return types.ListToolsResult(tools=[_tool("page")], next_cursor="again")
+    if kind == "refuse":
+        raise MCPError(-32000, "e" * int(count))
     if kind == "nan":
         schema = '{"type":"object","properties":{"x":{"type":"number","maximum":BOUND}}}'
         listed = [

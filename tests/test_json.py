@@ -371,6 +371,14 @@ def test_dumps_writes_numbers_json_has_no_place_for_as_null() -> None:
     assert [result_with(expected)] == loads(text)
 
 
+def test_an_integer_of_4300_digits_is_written_and_one_more_digit_is_null() -> None:
+    """Python writes an int of at most ``sys.get_int_max_str_digits()`` (4,300) digits."""
+    assert sys.get_int_max_str_digits() == 4_300
+    longest, too_long = 10**4_299, 10**4_300  # 4,300 and 4,301 digits
+    text = dumps([result_with({"longest": longest, "too long": too_long})])
+    assert [result_with({"longest": longest, "too long": None})] == loads(text)
+
+
 def test_dumps_writes_lone_surrogates_as_the_replacement_character() -> None:
     message = UserMessage([TextContent("caf\udce9 \ud83d\ude00 \ud800")], timestamp=1)
     text = dumps([message, result_with({"k\udc80": ["\udfff"]})])

@@ -10,6 +10,7 @@ none sleeps to wait for a server.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -51,7 +52,10 @@ def unruly(
 async def unruly_http(listing: str) -> AsyncIterator[str]:
     """The server over streamable HTTP, listing ``listing``: its URL."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, SERVER, listing, "http"], stdout=-1, stderr=-1
+        # stderr to nowhere: a pipe nobody reads would block the server once full.
+        [sys.executable, SERVER, listing, "http"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     try:
         assert process.stdout is not None
@@ -230,6 +234,24 @@ async def test_a_byte_that_is_not_utf8_is_read_as_a_replacement_character() -> N
             pid = text(await call(server, "pid"))  # the session goes on
     assert text(result) == "a\ufffdb"
     assert pid.isdigit()
+
+
+async def refused(length: int) -> str:
+    """What ``open_server`` raises for a listing refused with a message of ``length``."""
+    with trio.fail_after(BOUND), pytest.raises(RuntimeError) as info:
+        async with unruly(f"refuse:{length}"):
+            pass  # pragma: no cover  (the listing fails)
+    return str(info.value)
+
+
+async def test_open_servers_error_is_kept_whole_at_max_error_chars_and_cut_to_it_past() -> None:
+    told = f"MCP server {sys.executable!r} failed to list its tools: "
+    whole = await refused(MAX_ERROR_CHARS - len(told))
+    assert whole == told + "e" * (MAX_ERROR_CHARS - len(told))  # all of it: no cut note
+    cut = await refused(MAX_ERROR_CHARS - len(told) + 1)
+    assert len(cut) == MAX_ERROR_CHARS
+    assert cut.startswith(told + "eee")
+    assert cut.endswith(cut_note(cut))
 
 
 async def test_a_tool_whose_schema_holds_nan_is_left_out() -> None:

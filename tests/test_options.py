@@ -236,6 +236,5 @@ def test_a_timeout_must_be_a_positive_finite_number(field: str, bad: Any) -> Non
 
 
 def test_the_smallest_timeouts_and_none_are_taken() -> None:
-    assert Timeouts(connect=1e-9, first_byte=None, idle=5) == Timeouts(
-        connect=1e-9, first_byte=None, idle=5
-    )
+    timeouts = Timeouts(connect=5e-324, first_byte=None, idle=1.7e308)
+    assert (timeouts.connect, timeouts.first_byte, timeouts.idle) == (5e-324, None, 1.7e308)

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests._support import echo, examples
-from trio_agent import Agent, AgentMessage, ToolResult, ToolResultMessage, ToolUpdate
+from trio_agent import Agent, AgentMessage, ToolResult, ToolResultMessage, ToolUpdate, _validation
 from trio_agent._errors import ToolArgumentsError, ToolDefinitionError
 from trio_agent._metered import _METER, Budget, OverBudget, charge, regex
 from trio_agent._tools import AgentTool
@@ -967,6 +967,53 @@ def test_patterns_read_javascripts_unicode_escapes_and_take_lone_surrogates() ->
     }
     expected = {"a": "A\U0001f600", "b": "x\ud800y"}
     assert expected == validate(schema, dict(expected))
+
+
+def test_a_repetition_of_1000_is_taken_and_one_of_1001_refused() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a{1000}$"}}}
+    assert validate(schema, {"x": "a" * 1000}) == {"x": "a" * 1000}
+    assert failure(schema, {"x": "a" * 999}).startswith('Validation failed for tool "t"')
+    with pytest.raises(ToolDefinitionError, match=r"invalid repetition size: \{1001\}"):
+        compile_validator(
+            {"type": "object", "properties": {"x": {"pattern": "a{1001}"}}}, tool_name="t"
+        )
+
+
+def test_a_schema_of_max_schema_values_compiles_and_one_more_is_refused() -> None:
+    """The top object holds the values; ``"type"`` is one, the enum and its members more."""
+    assert MAX_SCHEMA_VALUES == 100_000
+    compile_validator({"type": "object", "enum": [0] * (MAX_SCHEMA_VALUES - 2)}, tool_name="t")
+    with pytest.raises(ToolDefinitionError, match=r"is too large: more than 100,000 values"):
+        compile_validator({"type": "object", "enum": [0] * (MAX_SCHEMA_VALUES - 1)}, tool_name="t")
+
+
+def test_compiling_may_take_exactly_compile_steps_and_no_step_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bound is the constant, whatever the schema: one that needs exactly as many steps
+    compiles, and with one step fewer allowed it is refused."""
+    assert COMPILE_STEPS == 1_000_000
+    schema = doubling(4, {"type": "string", "pattern": "^[a-z]+$"})
+
+    refusals: set[str] = set()
+
+    def compiles(steps: int) -> bool:
+        monkeypatch.setattr(_validation, "COMPILE_STEPS", steps)
+        try:
+            compile_validator(schema, tool_name="t")
+        except ToolDefinitionError as error:
+            refusals.add(str(error).partition(": checking")[0])
+            return False
+        return True
+
+    low, high = 0, COMPILE_STEPS
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if compiles(middle) else (middle + 1, high)
+    assert low > 0
+    assert compiles(low)
+    assert not compiles(low - 1)
+    assert refusals == {"tool 't': parameters is too large to compile"}
 
 
 @pytest.mark.parametrize(
