@@ -988,3 +988,30 @@ async def test_a_transcript_that_json_cannot_encode_is_sent_repaired(
         }
     assert "lone \ufffd high, lone \ufffd low, a pair 😀" in text
     assert "result \ufffd" in text
+
+
+# -- an error body is read to 64 KiB ----------------------------------------------------------
+
+
+def _padded_error(size: int) -> str:
+    """An error body of exactly ``size`` characters, its message first."""
+    head = '{"error": {"message": "Slow down", "pad": "'
+    tail = '"}}'
+    return head + "x" * (size - len(head) - len(tail)) + tail
+
+
+async def test_an_error_body_of_64_kib_is_read_whole_and_one_character_more_is_cut(
+    clock: Any,
+) -> None:
+    """Its JSON is read whole at the limit; one character past it, the cut body is no longer
+    JSON, and its start is what the error says."""
+    limit = 64 * 1024
+    bodies = [_padded_error(limit), _padded_error(limit + 1)]
+    async with open_sse_server(*(ScriptedResponse.error(400, body) for body in bodies)) as server:
+        whole, cut = [
+            (await call(openai_chat.stream, model(server.url), opts=options(max_retries=0)))
+            for _ in bodies
+        ]
+    assert whole.message.error_message == "HTTP 400 from openai: Slow down"
+    assert cut.message.error_message is not None
+    assert cut.message.error_message.startswith('HTTP 400 from openai: {"error": {"message"')
