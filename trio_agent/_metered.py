@@ -516,19 +516,8 @@ def _evaluated_items(validator: Any, instance: Any, schema: Any, legacy: bool) -
     evaluated: set[int] = set()
     if not legacy and "items" in schema:
         return everything
-    ref = schema.get("$ref")
-    if ref is not None:
-        inner, resolved = _lookup(validator, ref)
-        evaluated |= _evaluated_items(inner, instance, resolved.contents, legacy)
-    dynamic = "$recursiveRef" if legacy else "$dynamicRef"
-    if dynamic in schema:
-        charge(sum(1 for _ in validator._resolver.dynamic_scope()))
-        if legacy:
-            resolved = referencing.jsonschema.lookup_recursive_ref(validator._resolver)
-            inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
-        else:
-            inner, resolved = _lookup(validator, schema[dynamic])
-        evaluated |= _evaluated_items(inner, instance, resolved.contents, legacy)
+    for inner, subschema in _referenced(validator, schema, legacy):
+        evaluated |= _evaluated_items(inner, instance, subschema, legacy)
     if legacy and "items" in schema:
         if "additionalItems" in schema or validator.is_type(schema["items"], "object"):
             return everything
@@ -553,17 +542,15 @@ def _evaluated_items(validator: Any, instance: Any, schema: Any, legacy: bool) -
     return evaluated
 
 
-def _evaluated_keys(validator: Any, instance: Any, schema: Any, legacy: bool) -> set[str]:
-    """jsonschema's ``find_evaluated_property_keys_by_schema`` (2020-12, or 2019-09 when
-    ``legacy``), a step per subschema it looks through, a set rather than a list, RE2."""
-    charge(1 + (len(schema) if isinstance(schema, dict) else 0))
-    if validator.is_type(schema, "boolean"):
-        return set()
-    evaluated: set[str] = set()
+def _referenced(validator: Any, schema: Any, legacy: bool) -> list[tuple[Any, Any]]:
+    """The validators and subschemas that a node's ``$ref`` and its dynamic reference
+    (``$dynamicRef``, or ``$recursiveRef`` when ``legacy``) lead to; the walk of the dynamic
+    scope charged, a step per entry."""
+    found: list[tuple[Any, Any]] = []
     ref = schema.get("$ref")
     if ref is not None:
         inner, resolved = _lookup(validator, ref)
-        evaluated |= _evaluated_keys(inner, instance, resolved.contents, legacy)
+        found.append((inner, resolved.contents))
     dynamic = "$recursiveRef" if legacy else "$dynamicRef"
     if dynamic in schema:
         charge(sum(1 for _ in validator._resolver.dynamic_scope()))
@@ -572,7 +559,19 @@ def _evaluated_keys(validator: Any, instance: Any, schema: Any, legacy: bool) ->
             inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
         else:
             inner, resolved = _lookup(validator, schema[dynamic])
-        evaluated |= _evaluated_keys(inner, instance, resolved.contents, legacy)
+        found.append((inner, resolved.contents))
+    return found
+
+
+def _evaluated_keys(validator: Any, instance: Any, schema: Any, legacy: bool) -> set[str]:
+    """jsonschema's ``find_evaluated_property_keys_by_schema`` (2020-12, or 2019-09 when
+    ``legacy``), a step per subschema it looks through, a set rather than a list, RE2."""
+    charge(1 + (len(schema) if isinstance(schema, dict) else 0))
+    if validator.is_type(schema, "boolean"):
+        return set()
+    evaluated: set[str] = set()
+    for inner, subschema in _referenced(validator, schema, legacy):
+        evaluated |= _evaluated_keys(inner, instance, subschema, legacy)
     if legacy:
         for keyword in ("properties", "additionalProperties", "unevaluatedProperties"):
             if keyword in schema:
