@@ -456,16 +456,21 @@ async def test_no_argument_or_result_reaches_a_span_without_capture_content(
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    agent = Agent(
-        faux.model([calls, "done"]),
-        tools=tools,
-        before_tool_call=before,
-        after_tool_call=after,
-        tool_time_limit=1,
-        tool_execution=mode,
-    )
-    agent.subscribe(Tracing(provider).listener)
-    await agent.prompt("go")
+
+    async def run(capture_content: bool) -> Agent:
+        agent = Agent(
+            faux.model([calls, "done"]),
+            tools=tools,
+            before_tool_call=before,
+            after_tool_call=after,
+            tool_time_limit=1,
+            tool_execution=mode,
+        )
+        agent.subscribe(Tracing(provider, capture_content=capture_content).listener)
+        await agent.prompt("go")
+        return agent
+
+    agent = await run(capture_content=False)
     results = [m for m in agent.state.messages if isinstance(m, ToolResultMessage)]
     first = results[0]
     assert first.is_error == (path != "succeeds"), first
@@ -483,16 +488,7 @@ async def test_no_argument_or_result_reaches_a_span_without_capture_content(
         )
     # With capture_content, the same run records them: the test would see a leak.
     exporter.clear()
-    agent = Agent(
-        faux.model([calls, "done"]),
-        tools=tools,
-        before_tool_call=before,
-        after_tool_call=after,
-        tool_time_limit=1,
-        tool_execution=mode,
-    )
-    agent.subscribe(Tracing(provider, capture_content=True).listener)
-    await agent.prompt("go")
+    await run(capture_content=True)
     (tool_span,) = [s for s in exporter.get_finished_spans() if s.name == f"execute_tool {name}"]
     assert MARKER in every_string_of(tool_span)
 

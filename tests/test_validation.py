@@ -1299,17 +1299,21 @@ def test_a_reference_to_a_meta_schema_is_paid_for_by_the_size_of_the_value() -> 
     assert over_budget(arguments) == finishes(lambda: failure(schema, arguments))
 
 
+EVALUATED_PROPERTIES: dict[str, Any] = {
+    "type": "object",
+    "properties": {"a": {}, "g": {}},
+    "patternProperties": {"^b": {}},
+    "allOf": [{"properties": {"c": {}}}, {"anyOf": [{"required": ["d"]}, {}]}],
+    "if": {"required": ["e"]},
+    "then": {"properties": {"e": {}, "f": {}}},
+    "dependentSchemas": {"g": {"properties": {"h": {}}}},
+    "unevaluatedProperties": False,
+}
+"""Every way a property can be evaluated, as unevaluatedProperties looks for them."""
+
+
 def test_unevaluated_properties_find_what_was_evaluated_as_jsonschema_does() -> None:
-    schema = {
-        "type": "object",
-        "properties": {"a": {}, "g": {}},
-        "patternProperties": {"^b": {}},
-        "allOf": [{"properties": {"c": {}}}, {"anyOf": [{"required": ["d"]}, {}]}],
-        "if": {"required": ["e"]},
-        "then": {"properties": {"e": {}, "f": {}}},
-        "dependentSchemas": {"g": {"properties": {"h": {}}}},
-        "unevaluatedProperties": False,
-    }
+    schema = EVALUATED_PROPERTIES
     valid = {"a": 1, "b1": 2, "c": 3, "e": 4, "f": 5, "g": 6, "h": 7}
     assert validate(schema, valid) == valid
     for invalid in ({"a": 1, "f": 5}, {"d": 1, "h": 2}, {"a": 1, "b": 2, "c": 3, "x": 4}):
@@ -1341,16 +1345,7 @@ def test_a_budget_is_its_threads_own() -> None:
 
 
 AGREEMENT_SCHEMAS: list[dict[str, Any]] = [
-    {
-        "type": "object",
-        "properties": {"a": {}, "g": {}},
-        "patternProperties": {"^b": {}},
-        "allOf": [{"properties": {"c": {}}}, {"anyOf": [{"required": ["d"]}, {}]}],
-        "if": {"required": ["e"]},
-        "then": {"properties": {"e": {}, "f": {}}},
-        "dependentSchemas": {"g": {"properties": {"h": {}}}},
-        "unevaluatedProperties": False,
-    },
+    EVALUATED_PROPERTIES,
     {
         "prefixItems": [{}, {"type": "integer"}],
         "contains": {"type": "string"},

@@ -38,7 +38,7 @@ from .._events import (
     ToolCallStart,
 )
 from .._messages import AssistantContent, AssistantMessage, TextContent, ThinkingContent, ToolCall
-from .._stream import AssistantMessageBuilder, _Kind, _OpenBlock, _Snapshot
+from .._stream import AssistantMessageBuilder, _Kind
 
 __all__ = ["GuardedBuilder", "KeyFilter", "clean_value"]
 
@@ -265,13 +265,9 @@ class GuardedBuilder(AssistantMessageBuilder):
 
     # -- blocks -----------------------------------------------------------------------
 
-    def _begin(self, block: _OpenBlock) -> _Snapshot:
-        snapshot = super()._begin(block)  # closes the open block first (_finish_open)
-        self._filter = KeyFilter(self._secret)
-        return snapshot
-
     def _finish_open(self) -> AssistantContent:
-        """Close the open block without an event: what its filter held is in its text."""
+        """Close the open block without an event: what its filter held is in its text (and
+        the filter, emptied, serves the next block)."""
         block = self._open
         rest = self._filter.finish()
         if rest and block is not None:
