@@ -65,6 +65,7 @@ SAMPLES: dict[str, Any] = {
     "max_tokens": 123,
     "prepare_next_turn": _hook(),
     "session_id": "session-1",
+    "cache_retention": "long",
     "should_stop_after_turn": _hook(),
     "temperature": 0.25,
     "timeouts": Timeouts(connect=1.0, first_byte=2.0, idle=3.0),
@@ -203,6 +204,18 @@ REFUSED: list[tuple[str, Any, type[Exception], str]] = [
         "max_retry_delay must be a number of seconds of 0 or more, not '60'",
     ),
     ("timeouts", 5, TypeError, "timeouts must be a Timeouts, not 5"),
+    (
+        "cache_retention",
+        "forever",
+        ValueError,
+        "cache_retention must be 'none', 'short' or 'long', not 'forever'",
+    ),
+    (
+        "cache_retention",
+        None,
+        ValueError,
+        "cache_retention must be 'none', 'short' or 'long', not None",
+    ),
 ]
 
 

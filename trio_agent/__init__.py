@@ -88,6 +88,7 @@ from ._messages import UserMessage as UserMessage
 from ._model import Model as Model
 from ._model import ModelCost as ModelCost
 from ._model import ModelCostTier as ModelCostTier
+from ._stream import CacheRetention as CacheRetention
 from ._stream import LlmContext as LlmContext
 from ._stream import ReasoningLevel as ReasoningLevel
 from ._stream import StreamFn as StreamFn
@@ -120,6 +121,7 @@ __all__ = [
     "AssistantMessageEvent",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "CacheRetention",
     "Content",
     "Cost",
     "CustomMessage",

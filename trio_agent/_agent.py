@@ -51,7 +51,7 @@ from ._execution import ABORTED
 from ._loop import Run, check_stream_fn, default_convert_to_llm, drive
 from ._messages import AgentMessage, ImageContent, Message, TextContent, UserMessage
 from ._model import Model
-from ._stream import StreamFn, Timeouts
+from ._stream import CacheRetention, StreamFn, Timeouts
 from ._tools import AgentTool
 from ._views import Prefix
 
@@ -252,6 +252,7 @@ class Agent:
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
         session_id: str | None = None,
+        cache_retention: CacheRetention = "short",
         temperature: float | None = None,
         max_tokens: int | None = None,
         headers: Mapping[str, str] | None = None,

@@ -20,7 +20,7 @@ from ._messages import (
     Usage,
 )
 from ._model import Model
-from ._stream import ReasoningLevel, Timeouts
+from ._stream import CacheRetention, ReasoningLevel, Timeouts, check_cache_retention
 from ._tools import AgentTool, check_time_limit, shown_number
 
 __all__ = [
@@ -156,6 +156,11 @@ class AgentLoopConfig:
     - ``prepare_next_turn(turn) -> NextTurn | None``: change the context,
       model or thinking level before another turn.
 
+    ``session_id`` names the conversation (the prompt cache key and session
+    headers the services route by) and ``cache_retention`` says how long its
+    prompt cache should live (``"short"``, ``"long"`` or ``"none"``; see
+    :data:`trio_agent.CacheRetention`).
+
     ``tool_time_limit`` (seconds) bounds each tool call whose tool sets no
     ``time_limit`` of its own; ``max_parallel_tools`` caps how many calls of a
     parallel batch run at once (the others wait for a slot).
@@ -171,6 +176,7 @@ class AgentLoopConfig:
     max_tokens: int | None = None
     reasoning: ReasoningLevel | None = None
     session_id: str | None = None
+    cache_retention: CacheRetention = attrs.field(default="short")
     headers: Mapping[str, str] = attrs.field(factory=dict)
     max_retries: int = attrs.field(default=2)
     max_retry_delay: float = attrs.field(default=60.0)
@@ -205,6 +211,10 @@ class AgentLoopConfig:
     prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = attrs.field(
         default=None, validator=_async_hook
     )
+
+    @cache_retention.validator
+    def _check_cache_retention(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_cache_retention(value)
 
     @tool_execution.validator
     def _check_tool_execution(self, attribute: attrs.Attribute[str], value: str) -> None:

@@ -557,6 +557,7 @@ class Run:
                 max_tokens=config.max_tokens,
                 reasoning=self.reasoning,
                 session_id=config.session_id,
+                cache_retention=config.cache_retention,
                 headers=config.headers,
                 max_retries=config.max_retries,
                 max_retry_delay=config.max_retry_delay,

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AssistantMessageBuilder",
+    "CacheRetention",
     "Emit",
     "LlmContext",
     "ReasoningLevel",
@@ -79,6 +80,25 @@ __all__ = [
 ]
 
 ReasoningLevel: TypeAlias = Literal["minimal", "low", "medium", "high", "xhigh"]
+
+CacheRetention: TypeAlias = Literal["none", "short", "long"]
+"""How long the service should keep the prompt cache a request writes.
+
+``"short"`` (the default): the service's standard lifetime (Anthropic's five
+minutes; OpenAI's and Google's automatic caching). ``"long"``: a longer-lived
+cache where the model's catalog entry allows one (Anthropic's one hour, whose
+writes cost twice the input price instead of 1.25 times; OpenAI's 24-hour
+retention), else the standard one. ``"none"``: no cache breakpoints and no
+cache key are sent.
+"""
+
+CACHE_RETENTIONS: tuple[CacheRetention, ...] = ("none", "short", "long")
+
+
+def check_cache_retention(value: object, name: str = "cache_retention") -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is a :data:`CacheRetention`."""
+    if value not in CACHE_RETENTIONS:
+        raise ValueError(f"{name} must be 'none', 'short' or 'long', not {value!r:.80}")
 
 
 @attrs.frozen
@@ -116,7 +136,13 @@ class Timeouts:
 
 @attrs.frozen(kw_only=True)
 class StreamOptions:
-    """Options of one model request. ``api_key`` never appears in ``repr``."""
+    """Options of one model request. ``api_key`` never appears in ``repr``.
+
+    ``session_id`` names the conversation: the providers send it as the prompt
+    cache key and session headers the service routes by, so that requests of one
+    conversation land where its cache is. ``cache_retention`` is how long that
+    cache should live (see :data:`CacheRetention`).
+    """
 
     api_key: str | None = attrs.field(
         default=None, repr=lambda key: "None" if key is None else "'***'"
@@ -125,10 +151,15 @@ class StreamOptions:
     max_tokens: int | None = None
     reasoning: ReasoningLevel | None = None
     session_id: str | None = None
+    cache_retention: CacheRetention = attrs.field(default="short")
     headers: Mapping[str, str] = attrs.field(factory=dict)
     max_retries: int = 2
     max_retry_delay: float = 60.0
     timeouts: Timeouts = Timeouts()
+
+    @cache_retention.validator
+    def _check_cache_retention(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_cache_retention(value)
 
 
 Emit: TypeAlias = Callable[[AssistantMessageEvent], Awaitable[None]]

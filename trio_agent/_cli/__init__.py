@@ -56,7 +56,7 @@ from .._errors import TranscriptError, TrioAgentError
 from .._json import dumps, loads
 from .._messages import AgentMessage
 from .._model import Model
-from .._stream import StreamOptions
+from .._stream import CACHE_RETENTIONS, StreamOptions
 from .._tools import AgentTool
 
 if typing.TYPE_CHECKING:
@@ -238,6 +238,14 @@ def _parser() -> _Parser:
         command.add_argument("--system", default=None, metavar="TEXT", help="the system prompt")
         command.add_argument(
             "--thinking", choices=THINKING_LEVELS, default="off", help="the reasoning level"
+        )
+        command.add_argument(
+            "--cache-retention",
+            choices=CACHE_RETENTIONS,
+            default="short",
+            help="how long the service keeps the prompt cache of the conversation: short "
+            "(its standard lifetime, e.g. 5 minutes), long (1 hour where the model allows "
+            "it; the cache writes cost more) or none (no caching asked for)",
         )
         command.add_argument(
             "--session",
@@ -546,6 +554,8 @@ def _real_agent(
         messages=messages,
         thinking_level=args.thinking,
         api_key=args.api_key,
+        session_id=args.session_id,
+        cache_retention=args.cache_retention,
     )
 
 
@@ -660,6 +670,8 @@ def _main(
         args.mcp_commands = parse_mcp(args.mcp)
         args.parsed_model = parse_model(args.model, args.base_url, args.thinking, args.provider)
         args.api_key = find_key(args.parsed_model, args.api_key_env)
+        # The conversation's name for the services' prompt caches: one per command.
+        args.session_id = secrets.token_hex(16)
         if args.command == "run":
             return trio.run(_run, args, term, clock=clock)
         return trio.run(_chat, args, term, sys.stdin if stdin is None else stdin, clock=clock)
