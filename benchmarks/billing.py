@@ -732,7 +732,8 @@ class BillingReplies(list[ScriptedResponse]):
             if not isinstance(body, dict):
                 raise BillingError(f"B11: the request body is not a JSON object: {body!r:.80}")
             return ScriptedResponse(body=self.biller.answer(request.path, body))
-        except (BillingError, ValueError) as exc:
+        except (BillingError, ValueError, TypeError, AttributeError, LookupError) as exc:
+            # A request of a shape the service refuses: HTTP 400, naming what is wrong.
             error = {
                 "type": "error",
                 "error": {"type": "invalid_request_error", "message": str(exc)},
