@@ -11,8 +11,11 @@
   the catalog's prices: trio_agent's dollars (an ``Agent`` on the catalog
   model, its base URL's origin replaced by the server's, ``session_id`` set,
   the key given, every other option its default), pi-ai 1.6.0's (its
-  ``complete`` in a loop with a scripted tool, ``benchmarks/pi_cost.mjs``,
-  the same prompt, tools, session id and results, pi's default options) and
+  ``completeSimple`` in a loop with a scripted tool,
+  ``benchmarks/pi_cost.mjs``: the same prompt, tools, session id and
+  results, pi's default options; the simple call is the one an agent makes,
+  with reasoning off unless asked for, so it switches Gemini's thinking off,
+  where ``complete`` without options leaves the model to think) and
   the *floor*: the dollars of the same requests had every turn read the
   whole previous prompt from the cache (the first request writes its prompt,
   Anthropic, or pays for it in full; each later one reads the previous

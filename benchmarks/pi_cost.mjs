@@ -1,5 +1,6 @@
-// B11's pi-ai side: one scripted tool session through pi-ai's `complete`, against the
-// billing server. Run by benchmarks/cost.py:
+// B11's pi-ai side: one scripted tool session through pi-ai's `completeSimple` (the call an
+// agent makes: reasoning off unless asked for), against the billing server. Run by
+// benchmarks/cost.py:
 //
 //     node benchmarks/pi_cost.mjs <dir where pi-ai is installed> < session.json
 //

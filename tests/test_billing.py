@@ -309,22 +309,31 @@ async def test_a_client_reads_the_billed_usage(stream: Any, provider: str, model
     assert usage.cost.total == pytest.approx(bill.dollars)
 
 
-async def test_a_request_the_service_refuses_is_http_400() -> None:
+_FIVE_BREAKPOINTS = {
+    "model": "claude-sonnet-4-5",
+    "system": [_mark({"type": "text", "text": f"part {i}"}) for i in range(5)],
+    "messages": _USER,
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_FIVE_BREAKPOINTS, "A maximum of 4 blocks with cache_control"),
+        ({"model": "claude-sonnet-4-5", "messages": ["hi"]}, "'str' object has no attribute"),
+        ({"model": "claude-sonnet-4-5", "messages": 7}, "'int' object is not iterable"),
+    ],
+)
+async def test_a_request_the_service_refuses_is_http_400(body: Any, message: str) -> None:
     biller = Biller(_SCRIPT)
-    blocks = [_mark({"type": "text", "text": f"part {i}"}) for i in range(5)]
-    found = models.find("anthropic", "claude-sonnet-4-5")
-    assert found is not None
     async with trio.open_nursery() as nursery:
         server = SSEServer()
         server.responses = BillingReplies(server, biller)
         url = await server.start(nursery)
         async with httpx.AsyncClient() as client:
             with trio.fail_after(30):
-                response = await client.post(
-                    url + "/v1/messages",
-                    json={"model": found.id, "system": blocks, "messages": _USER},
-                )
+                response = await client.post(url + "/v1/messages", json=body)
         nursery.cancel_scope.cancel()
     assert response.status_code == 400
-    assert "A maximum of 4 blocks" in response.json()["error"]["message"]
+    assert message in response.json()["error"]["message"]
     assert biller.bills == []
