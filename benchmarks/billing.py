@@ -41,8 +41,9 @@ before (a turn's worth), so expiry is deterministic; a test passes ``now``.
 - A prefix shorter than the model's minimum cacheable length is not cached:
   1,024 tokens for Claude Sonnet 4.5 (``_ANTHROPIC_MINIMUM``: 4,096 for Opus
   4.5/4.6 and Haiku 4.5, 2,048 for Haiku 3/3.5 and Sonnet 4.6).
-- Read: from each breakpoint, the service looks back up to 20 blocks for a
-  prefix it has cached and not expired; the longest found is read
+- Read: at each breakpoint, and at each of the 19 block boundaries before
+  it (20 in all), the service looks for a prefix it has cached and not
+  expired; the longest found is read
   (``cache_read_input_tokens``) and its life renewed.
 - Write: the part beyond the read, up to the last breakpoint whose prefix is
   long enough, is written (``cache_creation_input_tokens``), each segment

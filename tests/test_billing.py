@@ -106,7 +106,7 @@ def test_anthropic_reads_the_previous_breakpoint_within_20_blocks() -> None:
     first = body()
     first_prompt = cache.bill(first, now=0)[0]
     turns[-1] = {"role": "user", "content": [{"type": "text", "text": "end"}]}
-    for number in range(9):  # 18 blocks more: the previous breakpoint is 19 back
+    for number in range(9):  # the previous breakpoint ends 18 blocks back: checked
         turns.append({"role": "assistant", "content": f"reply {number}"})
         turns.append({"role": "user", "content": f"more {number}"})
     prompt, read, write_5m, _ = cache.bill(body(), now=10)
@@ -120,7 +120,7 @@ def test_anthropic_reads_the_previous_breakpoint_within_20_blocks() -> None:
     turns[-1] = {"role": "user", "content": "start"}
     far.bill(body(), now=0)
     turns[-1] = {"role": "user", "content": [{"type": "text", "text": "end"}]}
-    for number in range(10):  # 20 blocks more: out of the lookback
+    for number in range(10):  # 20 blocks back: past the breakpoint and the 19 before it
         turns.append({"role": "assistant", "content": f"reply {number}"})
         turns.append({"role": "user", "content": f"more {number}"})
     prompt, read, write_5m, _ = far.bill(body(), now=10)
