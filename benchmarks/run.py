@@ -26,16 +26,23 @@ their floors are:
 - :mod:`benchmarks.pool`: the connections family, B9 (a chat of 100 prompts
   over loopback TLS, beside a new client per prompt) and B10 (1,000
   concurrent agents on one loopback server, beside the official openai SDK).
+- :mod:`benchmarks.cost`: B11 (the dollars of a 30-request tool session on
+  claude-sonnet-4-5, gpt-4.1 and gemini-2.5-flash, billed by a loopback
+  server that follows each service's documented prompt cache,
+  :mod:`benchmarks.billing`; beside pi-ai 1.6.0 on the same server, and the
+  floor: every turn reading the whole earlier prompt from the cache).
 - :mod:`benchmarks._common`: what they share (timing, sampling in turn, the
   figure record, the floors of several families).
 
 This module holds the table of figures and the command line.
 
-Only B8, B9 and B10 touch the network (loopback, the server in the same
-process). A figure may carry sub-figures (``also``: B4's linearity, B6m, B7's
-abort time, B10's wall time), a ``detail`` line, and a ``floor_title`` when its
-floor is a reference other than bare Trio (B9's new client per prompt, B10's
-openai SDK); all are in the table and in ``--json``.
+Only B8, B9, B10 and B11 touch the network (loopback, the server in the
+same process; B11 also runs node for pi-ai's side, installing pi-ai with npm
+on first use). A figure may carry sub-figures (``also``: B4's linearity, B6m, B7's
+abort time, B10's wall time, B11's other models and pi-ai), a ``detail`` line,
+and a ``floor_title`` when its floor is a reference other than bare Trio
+(B9's new client per prompt, B10's openai SDK, B11's dollars of a perfect
+cache); all are in the table and in ``--json``.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 
 from benchmarks._common import Figure
 from benchmarks.concurrency import bench_b6, bench_b7
+from benchmarks.cost import bench_b11
 from benchmarks.loop import bench_b1, bench_b1a, bench_b2, bench_b5
 from benchmarks.pool import bench_b9, bench_b10
 from benchmarks.streaming import bench_b3, bench_b4, bench_b8
@@ -67,6 +75,11 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
     "B8": ("provider stream (20 MB of OpenAI chat SSE on loopback)", bench_b8, 5),
     "B9": ("a chat of 100 prompts over loopback TLS, one pool", bench_b9, 3),
     "B10": ("a server's worth of agents (1,000 on one loopback server, one pool)", bench_b10, 1),
+    "B11": (
+        "the dollars of a 30-request tool session, billed as each service caches",
+        bench_b11,
+        1,
+    ),
 }
 
 
@@ -75,6 +88,8 @@ def _format(value: float, unit: str) -> str:
         return f"{value / 1e6:.2f} M/s"
     if unit == "x":
         return f"{value:.2f}"
+    if unit == "$":
+        return f"${value:.4f}"
     if unit == "MB/s":
         return f"{value:.1f} MB/s"
     return f"{value:.1f} {unit.split('/')[0].replace('us', 'µs')}"
@@ -83,7 +98,7 @@ def _format(value: float, unit: str) -> str:
 def _lines(result: Figure, indent: str) -> str:
     unit = result["unit"]
     lines = [
-        f"{indent}trio_agent {_format(result['median'], unit)} "
+        f"{indent}{result.get('client', 'trio_agent')} {_format(result['median'], unit)} "
         f"(min {_format(result['min'], unit)}, max {_format(result['max'], unit)}, "
         f"n={result['repeats']})",
         f"{indent}{result.get('floor_title', 'Trio floor')} {_format(result['floor'], unit)}   "
