@@ -56,7 +56,25 @@ __all__ = [
     "prepare_messages",
     "priced",
     "server_of",
+    "session_key",
 ]
+
+SESSION_KEY_CHARACTERS = 64
+"""The longest prompt-cache key OpenAI takes (a longer one is refused with HTTP 400)."""
+
+
+def session_key(options: StreamOptions) -> str | None:
+    """The conversation's name as the request sends it (a prompt-cache key, a session
+    header), or None: without a ``session_id``, or with ``cache_retention="none"``.
+
+    A ``session_id`` longer than :data:`SESSION_KEY_CHARACTERS` characters (code
+    points) is cut to its first 64, as pi-ai cuts OpenAI's ``prompt_cache_key``: a
+    longer id never reaches a service whole, whichever field carries it.
+    """
+    session_id = options.session_id
+    if not session_id or options.cache_retention == "none":
+        return None
+    return session_id[:SESSION_KEY_CHARACTERS]
 
 
 def openai_effort(level: str) -> str:
