@@ -42,6 +42,7 @@ from trio_agent.providers import google
 from trio_agent.testing import EventRecorder, ScriptedResponse, open_sse_server, sse_body
 
 MODEL_ID = "gemini-2.5-flash"
+_PRO_LEAST = 128  # the least thinking budget Gemini 2.5 Pro takes
 NO_USAGE = Usage()
 PATH = f"/v1beta/models/{MODEL_ID}:streamGenerateContent?alt=sse"
 
@@ -656,6 +657,99 @@ async def test_a_level_the_models_thinking_levels_map_is_a_thinking_level(
 async def test_no_thinking_config_for_a_model_that_does_not_reason(clock: Any) -> None:
     recorded = await request_of(model, reasoning="high")
     assert "generationConfig" not in recorded.json
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id", "thinking"),
+    [
+        # Gemini 2.5 thinks unless its budget is 0; Pro cannot stop, 128 is its least
+        ("google", "gemini-2.5-flash", {"thinkingBudget": 0}),
+        ("google", "gemini-2.5-flash-lite", {"thinkingBudget": 0}),
+        ("google", "gemini-2.5-pro", {"thinkingBudget": _PRO_LEAST}),
+        # Gemini 3 and Gemma 4 cannot stop thinking: the lowest level each offers
+        ("google", "gemini-3-flash-preview", {"thinkingLevel": "MINIMAL"}),
+        ("google", "gemini-3.1-flash-lite-preview", {"thinkingLevel": "MINIMAL"}),
+        ("google", "gemini-flash-latest", {"thinkingLevel": "MINIMAL"}),
+        ("google", "gemini-3.1-pro-preview", {"thinkingLevel": "LOW"}),
+        ("google", "gemma-4-31b-it", {"thinkingLevel": "MINIMAL"}),
+        ("opencode", "gemini-3.1-pro", {"thinkingLevel": "LOW"}),
+    ],
+)
+async def test_with_no_reasoning_level_the_model_thinks_as_little_as_it_can(
+    clock: Any, provider: str, model_id: str, thinking: dict[str, Any]
+) -> None:
+    """No level asked for: thinking off where the model can turn it off, else its least
+    (what pi-ai's simple stream sends, but for 2.5 Pro, which refuses a budget of 0)."""
+    recorded = await request_of(
+        lambda url: attrs.evolve(google.model(model_id, provider=provider), base_url=url)
+    )
+    config = recorded.json["generationConfig"]
+    genai_types.GenerationConfig.model_validate(config)
+    assert config == {"thinkingConfig": thinking}
+
+
+async def test_a_level_the_model_does_not_offer_is_thinking_off(clock: Any) -> None:
+    """A model whose thinking_levels offer only ``off`` is asked for no thinking, whatever
+    the level (as pi-ai clamps it to ``off``)."""
+    only_off = dict.fromkeys(("minimal", "low", "medium", "high"))
+
+    def served(url: str) -> Any:
+        return attrs.evolve(google.model(MODEL_ID), base_url=url, thinking_levels=only_off)
+
+    recorded = await request_of(served, reasoning="high")
+    assert recorded.json["generationConfig"] == {"thinkingConfig": {"thinkingBudget": 0}}
+
+
+@pytest.mark.parametrize(
+    ("model_id", "reasoning", "config"),
+    [
+        # the catalog does not describe another server: no reasoning, nothing sent
+        (MODEL_ID, None, None),
+        ("my-gemini-finetune", None, None),
+        # reasoning=True on a model the catalog does not know: what pi-ai sends by its id
+        ("gemini-2.0-flash-thinking-exp", True, {"thinkingConfig": {"thinkingBudget": 0}}),
+        ("gemini-3-pro-preview", True, {"thinkingConfig": {"thinkingBudget": 0}}),
+        ("gemini-9-flash", True, {"thinkingConfig": {"thinkingBudget": 0}}),
+    ],
+)
+async def test_no_reasoning_level_on_a_model_the_catalog_does_not_describe(
+    clock: Any, model_id: str, reasoning: bool | None, config: dict[str, Any] | None
+) -> None:
+    """A model at another base URL, or one the catalog does not know, has no
+    thinking_levels: without ``reasoning=True`` nothing is sent; with it, a budget of 0
+    (a model that takes levels offers ``off`` when its levels are not known)."""
+    recorded = await request_of(lambda url: model(url, model_id, reasoning=reasoning))
+    assert recorded.json.get("generationConfig") == config
+
+
+LONG_SESSION = "session-" + "s" * 27 + "-" + "0123456789" * 6 + "-end"
+
+
+async def test_gemini_2_5_flash_request_as_pi_ai_sends_it(clock: Any) -> None:
+    """The catalog's gemini-2.5-flash at Google's server, as an agent asks it (no level,
+    a 100-character session id, the default cache retention): thinking is off, as
+    pi-ai 1.6.0 sends it; the prompt cache is Gemini's implicit one, which takes no
+    field and no header, and the session id is sent nowhere, cut or not."""
+    assert len(LONG_SESSION) == 100
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        result = await call(
+            google.Google(client).stream,
+            google.model(MODEL_ID),
+            context(UserMessage.text("hi"), system_prompt="Be brief.", tools=[ECHO]),
+            options(session_id=LONG_SESSION, max_tokens=1024),
+        )
+    assert result.message.stop_reason == "stop"
+    recorded = server.requests[0]
+    body = recorded.json
+    assert set(body) == {"systemInstruction", "contents", "tools", "generationConfig"}
+    assert body["generationConfig"] == {
+        "maxOutputTokens": 1024,
+        "thinkingConfig": {"thinkingBudget": 0},
+    }
+    genai_types.GenerationConfig.model_validate(body["generationConfig"])
+    sent = [recorded.path, *recorded.headers.values(), recorded.body.decode()]
+    pieces = (LONG_SESSION[:64], "s" * 27 + "-01234", "89-end")
+    assert not any(piece in text for piece in pieces for text in sent)
 
 
 # --- keys and HTTP errors ------------------------------------------------------------------------

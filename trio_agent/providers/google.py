@@ -71,7 +71,14 @@ from .._messages import (
 )
 from .._model import Model, ModelCost
 from .._stream import AssistantMessageBuilder, LlmContext, StreamOptions
-from ._common import HttpProvider, Parser, offered_level, parse_json, prepare_messages
+from ._common import (
+    HttpProvider,
+    Parser,
+    level_value,
+    offered_level,
+    parse_json,
+    prepare_messages,
+)
 from ._fields import Malformed, count, dumps, flag, integer, obj, objects, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure
@@ -88,6 +95,13 @@ _PRO_XHIGH = 32768
 # calls another model made, Google documents this value to skip the check.
 _SKIP_SIGNATURE = "skip_thought_signature_validator"
 _GEMINI_VERSION = re.compile(r"^(?:models/)?gemini(?:-live)?-(\d+)")
+# The models that take a thinkingLevel rather than a budget, as pi-ai has them:
+# Gemini 3 Pro and Flash, Gemini 4 and later, the -latest Flash aliases, Gemma 4.
+_TAKES_LEVEL = re.compile(r"gemini-3(?:\.\d+)?-(?:pro|flash)|gemini-(?:[4-9]|[1-9]\d)|gemma-?4")
+_LEVEL_ALIASES = frozenset({"gemini-flash-latest", "gemini-flash-lite-latest"})
+_API_LEVELS = frozenset({"MINIMAL", "LOW", "MEDIUM", "HIGH"})
+# Gemini 2.5 Pro cannot think less than this (a budget of 0 is refused: it always thinks).
+_PRO_25_LOWEST = 128
 _NOT_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -169,6 +183,35 @@ def model(
         headers=headers,
         cost=cost,
     )
+
+
+def _takes_thinking_level(model_id: str) -> bool:
+    model_id = model_id.lower()
+    return model_id in _LEVEL_ALIASES or _TAKES_LEVEL.search(model_id) is not None
+
+
+def _thinking_off(model: Model) -> dict[str, Any] | None:
+    """The ``thinkingConfig`` sent when no reasoning is asked for (or the level asked for
+    comes to ``off``), so that a model which thinks unless told otherwise does not think,
+    or thinks as little as it can, and does not bill for it; None: none is sent.
+
+    As pi-ai: nothing for a model made without ``reasoning``; ``{"thinkingLevel": ...}``
+    for the models that take a level (Gemini 3 and later, Gemma 4) whose
+    ``thinking_levels`` do not offer ``off`` — the lowest level they offer, as the
+    API names it (``"MINIMAL"``; ``"LOW"`` on Gemini 3.1 Pro); else
+    ``{"thinkingBudget": 0}``, except on Gemini 2.5 Pro, which cannot stop thinking and
+    is given its lowest budget, 128 (pi-ai sends it 0, which the API refuses).
+    """
+    if not model.reasoning:
+        return None
+    if _takes_thinking_level(model.id):
+        lowest = offered_level(model, "off")
+        if lowest is not None and lowest != "off":
+            value = level_value(model, lowest).upper()
+            return {"thinkingLevel": value} if value in _API_LEVELS else None
+    if "2.5-pro" in model.id.lower():
+        return {"thinkingBudget": _PRO_25_LOWEST}
+    return {"thinkingBudget": 0}
 
 
 def thinking_budget(model: Model, level: str) -> int:
@@ -326,7 +369,11 @@ class Google(HttpProvider):
         if options.temperature is not None:
             config["temperature"] = options.temperature
         level = offered_level(model, options.reasoning) if options.reasoning else None
-        if level and model.reasoning:
+        if level is None:
+            off = _thinking_off(model)
+            if off is not None:
+                config["thinkingConfig"] = off
+        elif model.reasoning:
             # A level the catalog's thinking_levels map (Gemini 3 Pro, Gemma 4: "HIGH",
             # "LOW", ...) goes as a thinkingLevel; any other as a token budget.
             mapped = model.thinking_levels.get(level)
