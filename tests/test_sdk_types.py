@@ -392,6 +392,28 @@ async def test_the_request_with_another_providers_catalog_flags_is_of_the_sdks_t
         assert body["reasoning_effort"] == "none"
 
 
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        "gemini-2.5-flash",
+        "gemini-2.5-pro",
+        "gemini-3-flash-preview",
+        "gemini-3.1-pro-preview",
+        "gemma-4-26b-a4b-it",
+    ],
+)
+async def test_the_request_to_gemini_with_thinking_off_is_of_the_sdks_type(
+    clock: Any, model_id: str
+) -> None:
+    """No reasoning level: the catalog model's thinkingConfig that turns thinking off
+    (or to its least) is the SDK's ``ThinkingConfig``, its level one of the SDK's."""
+    body = await request_for(google.API, model_id, catalog=True, session_id="s" * 100)
+    check_request(google.API, body)
+    thinking = genai.ThinkingConfig.model_validate(body["generationConfig"]["thinkingConfig"])
+    assert thinking.include_thoughts is None
+    assert (thinking.thinking_budget is None) != (thinking.thinking_level is None)
+
+
 async def test_the_request_to_gemini_3_is_of_the_sdks_type(clock: Any) -> None:
     """Gemini 3 gets call ids, and the signature that skips the check on another
     model's calls (which must still be base64, as ``Part.thought_signature`` is bytes)."""

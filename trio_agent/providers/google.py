@@ -26,6 +26,17 @@ the nearest above it, else below; none: no thinking), and a level they map to
 a value (Gemini 3 Pro's ``"LOW"`` / ``"HIGH"``, Gemma 4's ``"MINIMAL"``) is
 sent as that ``thinkingLevel`` instead of a budget, as pi-ai does.
 
+With no reasoning level (or one that comes to ``off``), a reasoning model is
+told not to think, since Gemini 2.5 thinks by default and bills the thought
+tokens as output: ``thinkingBudget: 0`` (Gemini 2.5 Flash and Flash-Lite);
+128, the least budget Gemini 2.5 Pro takes, as it cannot stop thinking; and
+the lowest ``thinkingLevel`` offered by a model that takes levels and cannot
+stop (Gemini 3 and later, Gemma 4: ``"MINIMAL"``, ``"LOW"`` on Gemini 3.1 Pro).
+A model made without ``reasoning`` (one the catalog does not describe, unless
+told) gets no ``thinkingConfig``. Gemini's prompt cache is implicit: no field
+or header asks for it, and the session id is not sent. Cached prompt tokens
+(``cachedContentTokenCount``) are read as ``cache_read``, thoughts as output.
+
 Reading the stream: every event is a whole ``GenerateContentResponse``.
 Text parts are deltas, ``thought: true`` parts are thinking deltas; a
 ``thoughtSignature`` stays on the block of the part that carried it (a second,
