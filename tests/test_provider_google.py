@@ -700,6 +700,21 @@ async def test_a_level_the_model_does_not_offer_is_thinking_off(clock: Any) -> N
     assert recorded.json["generationConfig"] == {"thinkingConfig": {"thinkingBudget": 0}}
 
 
+async def test_a_lowest_level_the_api_does_not_name_sends_no_thinking_config(
+    clock: Any,
+) -> None:
+    """thinking_levels of one's own that map a Gemini 3 model's lowest level to a value
+    Gemini has no level for: no thinkingConfig (the model's default), not a refused one."""
+    levels = {"off": None, "minimal": "ultra-light"}
+
+    def served(url: str) -> Any:
+        found = google.model("gemini-3-flash-preview")
+        return attrs.evolve(found, base_url=url, thinking_levels=levels)
+
+    recorded = await request_of(served)
+    assert "generationConfig" not in recorded.json
+
+
 @pytest.mark.parametrize(
     ("model_id", "reasoning", "config"),
     [
