@@ -219,10 +219,12 @@ async def test_the_cost_budget_sums_the_replies_cost() -> None:
 
 
 async def test_a_cost_that_is_not_a_number_is_not_counted() -> None:
-    bad = used(cost=math.nan)
-    model = faux.model([with_usage(echo_call(), bad), with_usage(echo_call(), bad), "done"])
+    # A server's usage is not trusted: a cost of NaN is left out, and the costs after it
+    # still count.
+    replies = [used(cost=math.nan), used(cost=0.3), used(cost=0.3), used(cost=0.3)]
+    model = faux.model([with_usage(echo_call(), usage) for usage in replies])
     _, recorder = await run(model, Budget(cost=0.5))
-    assert stop_of(recorder) is None
+    assert stop_of(recorder) == BudgetReached("cost", 0.5, 0.6)
     assert len(model.calls) == 3
 
 
@@ -267,6 +269,27 @@ async def test_calls_past_the_tool_call_budget_are_answered_not_run(mode: str) -
     ]
     assert len(model.calls) == 2  # the run ends after the turn that met the limit
     assert stop_of(recorder) == BudgetReached("tool_calls", 2, 4)
+
+
+async def test_a_call_past_the_budget_is_not_prepared_nor_shown_to_before_tool_call() -> None:
+    seen: list[str] = []
+
+    async def before(context: Any) -> None:
+        seen.append(context.tool_call.id)
+
+    calls = [
+        faux.tool_call("echo", {"value": "ok"}, id="first"),
+        faux.tool_call("echo", {"wrong": 1}, id="second"),  # invalid, but past the limit
+        faux.tool_call("nowhere", {}, id="third"),
+    ]
+    model = faux.model([faux.reply(*calls)])
+    messages, _ = await run(model, Budget(tool_calls=1), before_tool_call=before)
+    assert seen == ["first"]
+    assert [r.content[0].text for r in results(messages)] == [  # type: ignore[union-attr]  # text blocks
+        "echo:ok",
+        "tool-call budget of 1 reached",
+        "tool-call budget of 1 reached",
+    ]
 
 
 async def test_a_tool_call_budget_of_zero_runs_no_tool() -> None:
