@@ -14,9 +14,9 @@ import attrs
 import pytest
 
 from trio_agent import (
-    Budget,
     Agent,
     AgentLoopConfig,
+    Budget,
     TextContent,
     Timeouts,
     UserMessage,
