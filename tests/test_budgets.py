@@ -374,9 +374,21 @@ async def test_a_budget_stop_calls_no_hook_after_the_turn() -> None:
         asked.append("steering")
         return []
 
+    async def follow_ups() -> list[AgentMessage]:
+        asked.append("follow-ups")
+        return []
+
+    async def prepare(turn: TurnContext) -> None:
+        asked.append("prepare")
+
     model = faux.model([echo_call(), echo_call()])
     _, recorder = await run(
-        model, Budget(turns=1), should_stop_after_turn=should_stop, get_steering_messages=steering
+        model,
+        Budget(turns=1),
+        should_stop_after_turn=should_stop,
+        get_steering_messages=steering,
+        get_follow_up_messages=follow_ups,
+        prepare_next_turn=prepare,
     )
     assert asked == ["steering"]  # the one poll before the first turn
     assert stop_of(recorder) == BudgetReached("turns", 1, 1)
