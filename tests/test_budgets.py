@@ -246,6 +246,29 @@ async def test_an_error_reply_ends_the_run_as_always() -> None:
     assert messages[-1].stop_reason == "error"  # type: ignore[union-attr]  # the reply
 
 
+async def test_an_aborted_run_has_no_stop_even_past_its_budget() -> None:
+    abort = trio.CancelScope()
+
+    async def aborts(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        abort.cancel()
+        await trio.sleep_forever()
+        raise AssertionError("not reached")
+
+    model = faux.model([with_usage(faux.reply(faux.tool_call("aborts")), used(output=50))])
+    recorder = EventRecorder()
+    with trio.fail_after(5):
+        messages = await run_agent_loop(
+            [UserMessage.text("go")],
+            AgentContext(tools=[make_tool("aborts", aborts)]),
+            AgentLoopConfig(model=model, budget=Budget(output_tokens=10, turns=1)),
+            recorder,
+            abort,
+        )
+    check_event_grammar(recorder.events)
+    assert stop_of(recorder) is None
+    assert results(messages)[0].content[0].text == "Operation aborted"  # type: ignore[union-attr]  # a text block
+
+
 @pytest.mark.parametrize("mode", ["parallel", "sequential"])
 async def test_calls_past_the_tool_call_budget_are_answered_not_run(mode: str) -> None:
     ran: list[str] = []

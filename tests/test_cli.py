@@ -1218,3 +1218,20 @@ async def test_run_answers_calls_past_its_tool_call_budget_without_running_them(
     (refused,) = [m for m in trio_agent.loads(session.read_text()) if m.role == "toolResult"]
     assert refused.is_error
     assert refused.content[0].text == "tool-call budget of 0 reached"
+
+
+async def test_chat_tells_a_run_that_reaches_its_budget_and_is_not_an_error(
+    tmp_path: Path,
+) -> None:
+    (api,) = [a for a in APIS if a.name == "openai_chat"]
+    (tmp_path / "notes.txt").write_text(NOTES)
+    async with open_sse_server(search_call(api), answer(api)) as server:
+        result = await cli(
+            ["chat", *model_options(api, server.url, key=True), "--max-turns", "1"],
+            env=keyed(api),
+            cwd=tmp_path,
+            stdin=b"Find ping\n",
+        )
+    assert result.code == 0, result  # a budget is not an error
+    assert len(server.requests) == 1
+    assert "  budget reached: turns budget of 1 reached (used 1)" in result.err.splitlines()
