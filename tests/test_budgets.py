@@ -239,6 +239,29 @@ async def test_a_tool_results_usage_counts() -> None:
     assert results(messages)[0].usage == used(output=500)
 
 
+async def test_a_tools_usage_that_is_not_numbers_is_left_out() -> None:
+    junk = Usage(input="many", output=None, cost=Cost(total="lots"))  # type: ignore[arg-type]  # a tool's own mistake
+
+    async def sloppy(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        return attrs.evolve(ToolResult.text("fine"), usage=junk)
+
+    model = faux.model(
+        [faux.reply(faux.tool_call("sloppy")), with_usage(echo_call(), used(output=7))]
+    )
+    budget = Budget(input_tokens=100, output_tokens=5, cost=1.0)
+    messages, recorder = await run(model, budget, [make_tool("sloppy", sloppy), ECHO])
+    assert stop_of(recorder) == BudgetReached("output_tokens", 5, 7)
+    assert len(results(messages)) == 2
+
+
+def test_budget_reached_shows_an_int_too_long_for_digits_by_its_size() -> None:
+    text = str(BudgetReached("input_tokens", 10, 10**5000))
+    assert (
+        text
+        == "input tokens budget of 10 reached (used an int of 16610 bits (too large for a float))"
+    )
+
+
 async def test_an_error_reply_ends_the_run_as_always() -> None:
     model = faux.model([with_usage(faux.error("boom"), used(output=999))])
     messages, recorder = await run(model, Budget(output_tokens=10))

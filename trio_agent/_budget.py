@@ -109,10 +109,18 @@ class BudgetReached:
     def __str__(self) -> str:
         if self.name == "cost":
             return f"cost budget of ${self.limit:g} reached (used ${self.used:.6g})"
-        what = self.name.replace("_", " ")
-        if self.name == "tool_calls":
-            what = "tool-call"
-        return f"{what} budget of {self.limit:g} reached (used {self.used:g})"
+        what = "tool-call" if self.name == "tool_calls" else self.name.replace("_", " ")
+        return f"{what} budget of {_shown(self.limit)} reached (used {_shown(self.used)})"
+
+
+def _tokens(value: Any) -> int:
+    return value if type(value) is int else 0
+
+
+def _shown(value: float) -> str:
+    if isinstance(value, int):
+        return shown_number(value)  # an int too long for digits or for a float: its size
+    return f"{value:.6g}"
 
 
 def tool_budget_text(limit: int) -> str:
@@ -144,23 +152,26 @@ class Meter:
         self.refused = False  # a call was past the tool-call budget
         self.floor = 0  # the input of the last request: the next one reads at least as much
 
-    def admit(self, limits: int | None, count: int) -> int:
+    def admit(self, limit: int | None, count: int) -> int:
         """How many of the ``count`` calls of a batch may run (the first ones, in source
         order); records them all as asked for."""
         allowed = count
-        if limits is not None:
-            allowed = max(0, min(count, limits - self.calls))
+        if limit is not None:
+            allowed = max(0, min(count, limit - self.calls))
             if allowed < count:
                 self.refused = True
         self.calls += count
         return allowed
 
     def _add(self, usage: Usage) -> int:
-        read = usage.input + usage.cache_read + usage.cache_write
+        # What a server reports is bounded by its provider; a tool's usage is whatever the
+        # tool made: a count that is not an int, or a cost that is not a finite number, is
+        # left out rather than allowed to fail the run.
+        read = _tokens(usage.input) + _tokens(usage.cache_read) + _tokens(usage.cache_write)
         self.input += read
-        self.output += usage.output
-        cost = usage.cost.total
-        if math.isfinite(cost):  # what a server reports is not trusted to be a number
+        self.output += _tokens(usage.output)
+        cost = getattr(usage.cost, "total", None)
+        if (type(cost) is float or type(cost) is int) and math.isfinite(cost):
             self.cost += cost
         return read
 
