@@ -240,6 +240,7 @@ STATE_PROPERTIES = (
     "streaming_message",
     "pending_tool_calls",
     "error_message",
+    "stop",
 )
 
 

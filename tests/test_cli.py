@@ -28,9 +28,9 @@ import trio.testing
 import trio_agent
 from tests._providers import fixture
 from tests.test_provider_matrix import APIS, KEY, OWN_SERVERS, Api, event_end
-from trio_agent import AssistantMessage, ModelCost, ToolResultMessage, UserMessage
+from trio_agent import AssistantMessage, Budget, ModelCost, ToolResultMessage, UserMessage
 from trio_agent import models as catalog
-from trio_agent._cli import SessionError, _parser, _save, main, parse_model
+from trio_agent._cli import SessionError, _budget, _parser, _save, main, parse_model
 from trio_agent._cli._files import file_tools
 from trio_agent._cli._term import Terminal
 from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server, sse_body
@@ -217,6 +217,26 @@ def test_the_demo_runs_as_a_process_on_this_repository() -> None:
             ["chat", "--model", "anthropic:x", "--provider", "groq"],
             "--provider 'groq' serves no models over anthropic-messages; "
             "use --model with openai-chat",
+        ),
+        (
+            ["run", "hi", "--model", "openai:x", "--max-cost", "-1"],
+            "argument --max-cost: must be a positive number of dollars, not '-1'",
+        ),
+        (
+            ["run", "hi", "--model", "openai:x", "--max-cost", "nan"],
+            "argument --max-cost: must be a positive number of dollars, not 'nan'",
+        ),
+        (
+            ["chat", "--model", "openai:x", "--max-turns", "0"],
+            "argument --max-turns: must be a whole number of 1 or more, not '0'",
+        ),
+        (
+            ["run", "hi", "--model", "openai:x", "--max-input-tokens", "many"],
+            "argument --max-input-tokens: must be a whole number of 1 or more, not 'many'",
+        ),
+        (
+            ["run", "hi", "--model", "openai:x", "--max-tool-calls", "-1"],
+            "argument --max-tool-calls: must be a whole number of 0 or more, not '-1'",
         ),
     ],
 )
@@ -1138,3 +1158,80 @@ def test_models_in_json_shows_the_tiered_prices() -> None:
     ]
     groq = run_main(["models", "--provider", "groq", "--json"]).out.splitlines()
     assert not any("tiers" in json.loads(line)["cost"] for line in groq)
+
+
+# --- budgets ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
+def test_the_budget_flags_make_the_budget_of_each_run(command: list[str]) -> None:
+    args = _parser().parse_args(
+        [
+            *command,
+            "--max-cost",
+            "0.25",
+            "--max-turns",
+            "7",
+            "--max-input-tokens",
+            "1000",
+            "--max-output-tokens",
+            "200",
+            "--max-tool-calls",
+            "0",
+        ]
+    )
+    assert _budget(args) == Budget(
+        cost=0.25, turns=7, input_tokens=1000, output_tokens=200, tool_calls=0
+    )
+    assert _budget(_parser().parse_args(command)) is None
+
+
+async def test_run_stops_at_its_turn_budget_with_a_line_and_exit_3(tmp_path: Path) -> None:
+    (api,) = [a for a in APIS if a.name == "openai_chat"]
+    (tmp_path / "notes.txt").write_text(NOTES)
+    session = tmp_path / "session.json"
+    async with open_sse_server(search_call(api), answer(api)) as server:
+        argv = ["run", "Find ping", *model_options(api, server.url, key=True)]
+        argv += ["--max-turns", "1", "--session", str(session)]
+        result = await cli(argv, env=keyed(api), cwd=tmp_path)
+    assert result.code == 3, result
+    assert len(server.requests) == 1
+    assert "budget reached: turns budget of 1 reached (used 1)" in result.err.splitlines()
+    transcript = trio_agent.loads(session.read_text())
+    check_transcript(transcript)  # the tool call that was asked for has its result
+    assert isinstance(transcript[-1], ToolResultMessage)
+
+
+async def test_run_answers_calls_past_its_tool_call_budget_without_running_them(
+    tmp_path: Path,
+) -> None:
+    (api,) = [a for a in APIS if a.name == "openai_chat"]
+    (tmp_path / "notes.txt").write_text(NOTES)
+    session = tmp_path / "session.json"
+    async with open_sse_server(search_call(api), answer(api)) as server:
+        argv = ["run", "Find ping", *model_options(api, server.url, key=True)]
+        argv += ["--max-tool-calls", "0", "--session", str(session)]
+        result = await cli(argv, env=keyed(api), cwd=tmp_path)
+    assert result.code == 3, result
+    assert len(server.requests) == 1
+    assert "budget reached: tool-call budget of 0 reached (used 1)" in result.err.splitlines()
+    (refused,) = [m for m in trio_agent.loads(session.read_text()) if m.role == "toolResult"]
+    assert refused.is_error
+    assert refused.content[0].text == "tool-call budget of 0 reached"
+
+
+async def test_chat_tells_a_run_that_reaches_its_budget_and_is_not_an_error(
+    tmp_path: Path,
+) -> None:
+    (api,) = [a for a in APIS if a.name == "openai_chat"]
+    (tmp_path / "notes.txt").write_text(NOTES)
+    async with open_sse_server(search_call(api), answer(api)) as server:
+        result = await cli(
+            ["chat", *model_options(api, server.url, key=True), "--max-turns", "1"],
+            env=keyed(api),
+            cwd=tmp_path,
+            stdin=b"Find ping\n",
+        )
+    assert result.code == 0, result  # a budget is not an error
+    assert len(server.requests) == 1
+    assert "  budget reached: turns budget of 1 reached (used 1)" in result.err.splitlines()

@@ -16,6 +16,7 @@ import pytest
 from trio_agent import (
     Agent,
     AgentLoopConfig,
+    Budget,
     TextContent,
     Timeouts,
     UserMessage,
@@ -56,6 +57,7 @@ SAMPLES: dict[str, Any] = {
     "after_tool_call": _hook(),
     "api_key": "sk-sample",
     "before_tool_call": _hook(),
+    "budget": Budget(turns=3, cost=0.5),
     "convert_to_llm": _hook(),
     "get_api_key": _hook(),
     "headers": {"x-sample": "1"},

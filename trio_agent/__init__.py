@@ -18,6 +18,9 @@ from ._agent import AgentBusyError as AgentBusyError
 from ._agent import AgentListener as AgentListener
 from ._agent import AgentState as AgentState
 from ._agent import QueueMode as QueueMode
+from ._budget import Budget as Budget
+from ._budget import BudgetName as BudgetName
+from ._budget import BudgetReached as BudgetReached
 from ._config import AfterToolCallContext as AfterToolCallContext
 from ._config import AfterToolCallResult as AfterToolCallResult
 from ._config import AgentContext as AgentContext
@@ -121,6 +124,9 @@ __all__ = [
     "AssistantMessageEvent",
     "BeforeToolCallContext",
     "BeforeToolCallResult",
+    "Budget",
+    "BudgetName",
+    "BudgetReached",
     "CacheRetention",
     "Content",
     "Cost",

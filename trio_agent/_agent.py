@@ -33,6 +33,7 @@ from typing import Literal, TypeAlias
 import attrs
 import trio
 
+from ._budget import Budget, BudgetReached
 from ._config import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -189,6 +190,11 @@ class AgentState:
         """The error message of the last turn that failed, in the last run."""
         return self._agent._error_message
 
+    @property
+    def stop(self) -> BudgetReached | None:
+        """The budget that ended the last run (its ``agent_end``'s ``stop``), or None."""
+        return self._agent._stop
+
     def __repr__(self) -> str:
         return (
             f"AgentState(model={self.model.id!r}, messages={len(self._agent._messages)}, "
@@ -249,6 +255,7 @@ class Agent:
         tool_execution: ToolExecution = "parallel",
         tool_time_limit: float | None = None,
         max_parallel_tools: int | None = None,
+        budget: Budget | None = None,
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
         session_id: str | None = None,
@@ -287,6 +294,7 @@ class Agent:
         # The calls started and not ended, by id: how many (a model may give two calls one id).
         self._pending_tool_calls: dict[str, int] = {}
         self._error_message: str | None = None
+        self._stop: BudgetReached | None = None
         self._state = AgentState(self)
 
     # -- state ----------------------------------------------------------------------------------
@@ -486,6 +494,7 @@ class Agent:
                 self._error_message = event.message.error_message
         elif event.type == "agent_end":
             self._streaming = None
+            self._stop = event.stop
 
     async def _process(self, event: AgentEvent) -> None:
         """The run's listener: take ``event`` into the state, then tell every listener.
@@ -730,6 +739,7 @@ class Agent:
         active = self._run = _ActiveRun()
         self._streaming = None
         self._error_message = None
+        self._stop = None
         try:
             await drive(
                 run, prompts, active.abort, on_error=self._fail, on_interrupt=self._interrupted

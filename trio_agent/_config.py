@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._budget import Budget
 from ._messages import (
     AgentMessage,
     AssistantMessage,
@@ -167,6 +168,10 @@ class AgentLoopConfig:
 
     An exception from any hook but the two tool hooks ends the run and
     propagates (loop.md §7); the tool hooks' exceptions become error results.
+    ``budget`` caps what the run may use (tokens, dollars, turns, tool
+    calls); the run that reaches it ends, and its ``agent_end`` names it
+    (:class:`~trio_agent.Budget`).
+
     ``api_key`` never appears in ``repr``.
     """
 
@@ -184,6 +189,7 @@ class AgentLoopConfig:
     tool_execution: ToolExecution = attrs.field(default="parallel")
     tool_time_limit: float | None = attrs.field(default=None)
     max_parallel_tools: int | None = attrs.field(default=None)
+    budget: Budget | None = attrs.field(default=None)
     convert_to_llm: Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None = (
         attrs.field(default=None, validator=_async_hook)
     )
@@ -252,6 +258,11 @@ class AgentLoopConfig:
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise ValueError(f"max_parallel_tools must be a positive int or None, not {value!r}")
+
+    @budget.validator
+    def _check_budget(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and not isinstance(value, Budget):
+            raise TypeError(f"budget must be a trio_agent.Budget or None, not {value!r:.80}")
 
 
 def check_messages(name: str, messages: Any) -> None:

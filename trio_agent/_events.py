@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
+from ._budget import BudgetReached
 from ._frozen import fast_init
 from ._messages import AgentMessage, AssistantMessage, ToolCall, ToolResult, ToolResultMessage
 
@@ -249,10 +250,16 @@ class AgentStart:
 @fast_init
 @attrs.frozen
 class AgentEnd:
-    """A run has ended; ``messages`` are the messages it added, in order."""
+    """A run has ended; ``messages`` are the messages it added, in order.
+
+    ``stop`` is the budget that ended the run (:class:`~trio_agent.BudgetReached`),
+    or None when the run ended for any other reason: the model was done, a hook
+    stopped it, an error, an abort.
+    """
 
     type: ClassVar[Literal["agent_end"]] = "agent_end"
     messages: tuple[AgentMessage, ...] = attrs.field(converter=_messages)
+    stop: BudgetReached | None = attrs.field(default=None, kw_only=True)
 
 
 @fast_init

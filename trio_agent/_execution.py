@@ -225,8 +225,11 @@ def _prepare(host: Host, state: CallState) -> bool:
     """Find the tool, shim and validate the arguments: whether the call can run.
 
     On success ``state.tool`` and ``state.args`` are set; on failure the call
-    gets its (error) result now.
+    gets its (error) result now. A call that has its result already (past the
+    run's tool-call budget) is not prepared.
     """
+    if state.result is not None:  # answered already: past the run's tool-call budget
+        return False
     call = state.tool_call
     tool = host.tool_map.get(call.name)
     if tool is None:

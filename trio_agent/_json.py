@@ -443,6 +443,8 @@ def _register_event(cls: type[Any]) -> None:
             data[_camel(name)] = _plain(getattr(event, name), what)
         if isinstance(event, MessageUpdate):
             data["message"] = _converter.unstructure(event.message)
+        elif isinstance(event, AgentEnd) and event.stop is None:
+            del data["stop"]  # written only when a budget ended the run
         return data
 
     _converter.register_unstructure_hook(cls, to_json)

@@ -31,6 +31,7 @@ from typing import TypeVar
 import attrs
 import trio
 
+from ._budget import BudgetReached, Meter, tool_budget_text
 from ._cancel import CancelProbe, cancel_probe, catches
 from ._config import (
     AgentContext,
@@ -54,7 +55,7 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._execution import ABORTED, Batch, BatchMode, ToolCalls, closing_batch_events
+from ._execution import ABORTED, Batch, BatchMode, ToolCalls, closing_batch_events, error_result
 from ._frozen import maker
 from ._messages import (
     AgentMessage,
@@ -268,6 +269,8 @@ class Run:
         self.more = True  # the last batch asks for another model call
         self._reply: _ReplyOwed  # the reply of the turn, from its request on
         self._last_turn: TurnContext | None = None  # made only when a hook will read it
+        # What the run has used, kept only when it has a budget.
+        self.meter = None if config.budget is None else Meter(config.budget)
 
     # -- emitting ---------------------------------------------------------------------------
 
@@ -314,10 +317,10 @@ class Run:
         self.owed.pop()
         return event
 
-    def end(self) -> AgentEnd:
-        """Close the run (its ``agent_end``, to be emitted)."""
+    def end(self, stop: BudgetReached | None = None) -> AgentEnd:
+        """Close the run (its ``agent_end``, to be emitted); ``stop``: the budget that ended it."""
         self.ended = True
-        return self.close(AgentEnd(tuple(self.new_messages)))
+        return self.close(AgentEnd(tuple(self.new_messages), stop=stop))
 
     def closing_events(self, stop_reason: StopReason, text: str) -> Iterator[AgentEvent]:
         """Close a run that was aborted (``"aborted"``) or failed (``"error"``).
@@ -460,6 +463,8 @@ class Run:
             await self._inject()
         message = await self._stream_reply()
         if turn.batch is not None:  # none for an error or aborted reply
+            if self.meter is not None:
+                self._admit(turn.batch)
             if self.tool_calls is None:
                 self.tool_calls = ToolCalls(self)
             await self.tool_calls.run(turn.batch)
@@ -468,6 +473,11 @@ class Run:
         if message.stop_reason == "error" or message.stop_reason == "aborted":
             await self.emit(self.end())
             return True
+        if self.meter is not None:  # the run has a budget: may it ask the model again?
+            reached = self.meter.turn_done(message, results)
+            if reached is not None:
+                await self.emit(self.end(reached))
+                return True
         stop = config.should_stop_after_turn
         if stop is not None or config.prepare_next_turn is not None:
             self._last_turn = last_turn = TurnContext(
@@ -482,6 +492,21 @@ class Run:
         if config.get_steering_messages is not None:
             await self._poll_steering()
         return False
+
+    def _admit(self, batch: Batch) -> None:
+        """Answer the calls of ``batch`` past the run's tool-call budget with an error (they
+        do not run); count the calls of a batch that runs (a truncated one runs none)."""
+        if batch.mode == "truncated":
+            return
+        meter = self.meter
+        assert meter is not None
+        limit = meter.budget.tool_calls
+        calls = batch.calls
+        allowed = meter.admit(limit, len(calls))
+        if limit is not None and allowed < len(calls):
+            text = tool_budget_text(limit)
+            for state in calls[allowed:]:
+                state.result = error_result(text)
 
     async def _poll_steering(self) -> None:
         steering = self.config.get_steering_messages

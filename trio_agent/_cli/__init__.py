@@ -20,10 +20,16 @@ that cannot start, one line and exit code 1).
 After a run of ``run`` or ``chat``, one line on stderr tells the tokens it
 used and, at the catalog's prices for the model, what they cost.
 
+``--max-cost DOLLARS``, ``--max-turns N``, ``--max-input-tokens N``,
+``--max-output-tokens N`` and ``--max-tool-calls N`` set a budget on each run
+(:class:`~trio_agent.Budget`); a run that reaches one ends with a line on
+stderr naming it (``budget reached: ...``), and ``run`` exits with 3.
+
 Answers go to stdout, progress to stderr. Exit codes: 0 done, 1 an error (a
 provider's, told in one line; for ``chat``, when its last run ended with one),
-2 a usage error, 130 interrupted. A reader of stdout that leaves (``| head``)
-ends the run quietly with 0, in every mode.
+2 a usage error, 3 a budget ended the run (``run``), 130 interrupted. A
+reader of stdout that leaves (``| head``) ends the run quietly with 0, in
+every mode.
 
 The key: the provider's environment variable, sent only to that provider's
 servers, or the one ``--api-key-env NAME`` names, sent to the server ``--model``
@@ -37,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import secrets
 import shlex
@@ -51,6 +58,7 @@ import trio
 
 from .. import _catalog
 from .._agent import Agent
+from .._budget import Budget
 from .._config import ThinkingLevel
 from .._errors import TranscriptError, TrioAgentError
 from .._json import dumps, loads
@@ -76,6 +84,7 @@ from ._trace import TraceUnavailable, open_trace
 __all__ = ["main"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BUDGET = 3
 
 MODELS: dict[str, Callable[..., Model]] = {
     openai_chat.API: openai_chat.model,
@@ -176,7 +185,8 @@ def _parser() -> _Parser:
         prog="trio-agent",
         description="LLM agents on Trio: a scripted demo, and runs or chats with real models.",
         epilog="Exit codes: 0 done (also when the reader of stdout leaves), 1 error (for "
-        "chat: its last run ended with one), 2 usage error, 130 interrupted. "
+        "chat: its last run ended with one), 2 usage error, 3 a budget ended the run, "
+        "130 interrupted. "
         "Colour only on a terminal, never with NO_COLOR set.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -262,6 +272,7 @@ def _parser() -> _Parser:
             "(over stdio, for the command's life); repeatable. Needs the mcp package: "
             "pip install 'trio_agent[mcp]'",
         )
+        _budget_options(command)
 
     run = commands.add_parser(
         "run",
@@ -297,6 +308,67 @@ def _parser() -> _Parser:
     models.add_argument("--json", action="store_true", help="one line of JSON per model")
     parser.commands = {"demo": demo, "run": run, "chat": chat, "models": models}
     return parser
+
+
+# The budget flags: (flag, the Budget field, what it reads, its help).
+_BUDGET_FLAGS: tuple[tuple[str, str, str, str], ...] = (
+    ("--max-cost", "cost", "DOLLARS", "end a run once it has cost DOLLARS at the catalog's prices"),
+    ("--max-turns", "turns", "N", "end a run after N model requests"),
+    (
+        "--max-input-tokens",
+        "input_tokens",
+        "N",
+        "end a run once the model has read N tokens, or would with its next request",
+    ),
+    ("--max-output-tokens", "output_tokens", "N", "end a run once the model has written N tokens"),
+    (
+        "--max-tool-calls",
+        "tool_calls",
+        "N",
+        "run at most N tool calls a run (the model is told of the others, which do not run)",
+    ),
+)
+
+
+def _dollars(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of dollars, not {text!r:.40}")
+    return value
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number of {minimum} or more, not {text!r:.40}"
+            )
+        return value
+
+    return count
+
+
+def _budget_options(command: argparse.ArgumentParser) -> None:
+    for flag, field, metavar, text in _BUDGET_FLAGS:
+        reads = _dollars if field == "cost" else _count(0 if field == "tool_calls" else 1)
+        command.add_argument(flag, dest=f"budget_{field}", type=reads, metavar=metavar, help=text)
+
+
+def _budget(args: argparse.Namespace) -> Budget | None:
+    """The budget the ``--max-*`` flags set, or None."""
+    limits = {
+        field: getattr(args, f"budget_{field}")
+        for _flag, field, _metavar, _text in _BUDGET_FLAGS
+        if getattr(args, f"budget_{field}") is not None
+    }
+    return Budget(**limits) if limits else None
 
 
 def _output_options(command: argparse.ArgumentParser) -> None:
@@ -530,6 +602,9 @@ async def _one_run(agent: Agent, term: Terminal, prompt: str, saves: Sequence[Pa
         return EXIT_OK
     if interrupted:
         return EXIT_INTERRUPTED
+    if agent.state.stop is not None:
+        term.note(f"budget reached: {agent.state.stop}", "yellow")
+        return EXIT_BUDGET
     return EXIT_ERROR if ended_in_error(agent.state.messages) else EXIT_OK
 
 
@@ -556,6 +631,7 @@ def _real_agent(
         api_key=args.api_key,
         session_id=args.session_id,
         cache_retention=args.cache_retention,
+        budget=args.budget,
     )
 
 
@@ -672,6 +748,7 @@ def _main(
         args.api_key = find_key(args.parsed_model, args.api_key_env)
         # The conversation's name for the services' prompt caches: one per command.
         args.session_id = secrets.token_hex(16)
+        args.budget = _budget(args)
         if args.command == "run":
             return trio.run(_run, args, term, clock=clock)
         return trio.run(_chat, args, term, sys.stdin if stdin is None else stdin, clock=clock)

@@ -173,6 +173,8 @@ class Chat:
         try:
             await self.agent.prompt(prompt)
             self._failed = ended_in_error(self.agent.state.messages)
+            if self.agent.state.stop is not None:
+                self.term.note(f"  budget reached: {self.agent.state.stop}", "yellow")
             used = usage_line(self.agent.state.messages[start:], self.agent.state.model)
             if used is not None:
                 self.term.note(used)
