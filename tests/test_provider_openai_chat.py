@@ -1152,8 +1152,8 @@ async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock:
     """The request is still sent, its headers naming the conversation the same way
     each time; the body's key is the id as given."""
     found = openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks")
-    request = await sent_to(found, session_id="sé ssion\n1")
-    assert session_headers(request)["x-session-affinity"] == "s%C3%A9%20ssion%0A1"
+    request = await sent_to(found, session_id="sé ssion\n1\ud800")
+    assert session_headers(request)["x-session-affinity"] == "s%C3%A9%20ssion%0A1%ED%A0%80"
 
 
 def strings(value: Any) -> list[str]:

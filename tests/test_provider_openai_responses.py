@@ -1099,3 +1099,14 @@ def strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [text for item in value for text in strings(item)]
     return []
+
+
+async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock: Any) -> None:
+    """Not ASCII, a control character, a lone surrogate: the request is still sent, its
+    headers naming the conversation the same way each time."""
+    request = await sent_to(openai_responses.model("gpt-4.1"), session_id="sé\n\ud800")
+    assert session_headers(request) == {
+        "session-id": "s%C3%A9%0A%ED%A0%80",
+        "x-client-request-id": "s%C3%A9%0A%ED%A0%80",
+    }
+    assert request.json["prompt_cache_key"].startswith("sé\n")

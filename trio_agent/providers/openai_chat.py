@@ -600,11 +600,11 @@ _HEADER_SAFE = "".join(chr(code) for code in range(0x21, 0x7F) if chr(code) != "
 def session_header(key: str) -> str:
     """``key`` (the session id as :func:`~trio_agent.providers._common.session_key` cuts
     it) as a header carries it: as it is when it is printable ASCII, else percent-encoded
-    (UTF-8), so that an id a header cannot carry still names the conversation, the same
-    way each time, and the request is sent."""
+    (UTF-8; a lone surrogate as its three bytes), so that an id a header cannot carry
+    still names the conversation, the same way each time, and the request is sent."""
     if key.isascii() and key.isprintable():
         return key
-    return quote(key, safe=_HEADER_SAFE)
+    return quote(key, safe=_HEADER_SAFE, errors="surrogatepass")
 
 
 def _session_headers(form: SessionAffinityFormat | None, key: str) -> dict[str, str]:
