@@ -1165,3 +1165,56 @@ def strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [text for item in value for text in strings(item)]
     return []
+
+
+@pytest.mark.parametrize(
+    ("base_url", "effort", "long"),
+    [
+        ("https://api.openai.com/v1", True, True),
+        ("http://localhost:11434/v1", True, True),
+        ("https://api.fireworks.ai/inference/v1", True, True),
+        ("https://example.com/v1", True, True),
+        ("https://api.x.ai/v1", False, True),
+        ("https://api.z.ai/api/paas/v4", False, True),
+        ("https://open.bigmodel.cn/api/paas/v4", False, True),
+        ("https://api.moonshot.ai/v1", False, True),
+        ("https://api.together.xyz/v1", False, False),
+        ("https://gateway.ai.cloudflare.com/v1/a/b/compat", False, False),
+        ("https://api.cloudflare.com/client/v4/accounts/a/ai/v1", True, False),
+        ("https://integrate.api.nvidia.com/v1", False, False),
+        ("https://api.ant-ling.com/v1", False, False),
+    ],
+)
+def test_reasoning_effort_and_long_retention_are_detected_as_pi_ai_does(
+    base_url: str, effort: bool, long: bool
+) -> None:
+    compat = openai_chat.resolve_compat(openai_chat.model("m", base_url=base_url))
+    assert (compat.supports_reasoning_effort, compat.supports_long_cache_retention) == (
+        effort,
+        long,
+    )
+
+
+async def test_the_session_switches_can_be_set_by_hand(clock: Any) -> None:
+    """``openai-nosession`` sends the affinity headers without ``session_id``; a
+    ``prompt_cache_key_mode`` of ``enabled`` sends the key to any server, ``disabled``
+    to none, OpenAI's included."""
+    nosession = openai_chat.Compat(
+        send_session_affinity_headers=True,
+        session_affinity_format="openai-nosession",
+        prompt_cache_key_mode="enabled",
+    )
+    found = openai_chat.model("m", base_url="https://example.com/v1", compat=nosession)
+    request = await sent_to(found)
+    assert session_headers(request) == {"x-client-request-id": "s-1", "x-session-affinity": "s-1"}
+    assert request.json["prompt_cache_key"] == "s-1"
+    disabled = openai_chat.Compat(prompt_cache_key_mode="disabled")
+    gpt = openai_chat.model("gpt-4.1", compat=disabled)
+    assert "prompt_cache_key" not in (await sent_to(gpt)).json
+
+
+async def test_a_long_cache_on_a_server_without_one_asks_for_none(clock: Any) -> None:
+    """Together keeps no cache longer: ``"long"`` sends neither the key nor a retention."""
+    found = openai_chat.model("m", base_url="https://api.together.xyz/v1")
+    body = (await sent_to(found, cache_retention="long")).json
+    assert ("prompt_cache_key" in body, "prompt_cache_retention" in body) == (False, False)
