@@ -1218,3 +1218,26 @@ async def test_a_long_cache_on_a_server_without_one_asks_for_none(clock: Any) ->
     found = openai_chat.model("m", base_url="https://api.together.xyz/v1")
     body = (await sent_to(found, cache_retention="long")).json
     assert ("prompt_cache_key" in body, "prompt_cache_retention" in body) == (False, False)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens_details": {"cached_tokens": 80}},  # OpenAI, OpenRouter
+        {"prompt_cache_hit_tokens": 80},  # DeepSeek
+        {"cached_tokens": 80},  # Kimi, on its last chunk
+    ],
+)
+async def test_the_cached_tokens_are_read_wherever_the_server_puts_them(
+    clock: Any, usage: dict[str, Any]
+) -> None:
+    """Each server's place for the tokens read from the cache, as pi-ai reads them: they
+    are billed at the cache's price, not as input."""
+    chunk = {
+        "id": "c",
+        "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 5, **usage},
+    }
+    async with open_sse_server(ScriptedResponse(body=sse_body([(None, chunk)]))) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.usage == Usage(input=20, output=5, cache_read=80, total_tokens=105)

@@ -993,6 +993,8 @@ def _usage(raw: dict[str, Any], where: str) -> Usage:
         cache_write = count(details, "cache_write_tokens", details_at) or 0
     if not cache_read:
         cache_read = count(raw, "prompt_cache_hit_tokens", where) or 0  # DeepSeek's
+    if not cache_read:
+        cache_read = count(raw, "cached_tokens", where) or 0  # Kimi's
     output = count(raw, "completion_tokens", where) or 0
     input_tokens = max(0, prompt - cache_read - cache_write)
     return Usage(
