@@ -719,8 +719,8 @@ class OpenAIChat(HttpProvider):
         if long:
             body["prompt_cache_retention"] = "24h"
         if compat.cache_control_format == "anthropic" and retention != "none":
-            breakpoint = {"type": "ephemeral", **({"ttl": "1h"} if long else {})}
-            _mark_breakpoints(body["messages"], body.get("tools", ()), breakpoint)
+            mark = {"type": "ephemeral", **({"ttl": "1h"} if long else {})}
+            _mark_breakpoints(body["messages"], body.get("tools", ()), mark)
         headers = {**model.headers}
         if key is not None and compat.send_session_affinity_headers:
             headers.update(_session_headers(compat.session_affinity_format, key))
