@@ -1241,3 +1241,16 @@ async def test_the_cached_tokens_are_read_wherever_the_server_puts_them(
     async with open_sse_server(ScriptedResponse(body=sse_body([(None, chunk)]))) as server:
         result = await call(openai_chat.stream, model(server.url))
     assert result.message.usage == Usage(input=20, output=5, cache_read=80, total_tokens=105)
+
+
+async def test_a_catalog_anthropic_model_on_openrouter_chat_follows_its_flags(clock: Any) -> None:
+    """The catalog's ``cacheControlFormat`` marks the breakpoints; claude-fable-5 cannot
+    turn reasoning off (its ``off`` is None), and gets no reasoning field without a
+    level, as pi-ai sends it."""
+    found = openai_chat.model("anthropic/claude-fable-5:batch", provider="openrouter")
+    assert found.compat_flags["cacheControlFormat"] == "anthropic"
+    request = await sent_to(found)
+    body = request.json
+    assert body["messages"] == conversation_messages({"type": "ephemeral"})
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert ("reasoning" in body, session_headers(request)) == (False, {"x-session-id": "s-1"})
