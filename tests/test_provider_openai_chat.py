@@ -22,7 +22,8 @@ from tests._providers import (
     fixture,
     options,
 )
-from tests._support import ECHO
+from tests._sdk import check
+from tests._support import ECHO, make_tool
 from trio_agent import (
     AssistantMessage,
     ImageContent,
@@ -677,7 +678,7 @@ async def test_the_request_for_a_local_server(clock: Any) -> None:
     assert "authorization" not in body["_headers"]
     assert (body["max_tokens"], body["messages"][0]["role"]) == (50, "system")
     assert "store" not in body
-    assert "reasoning_effort" not in body
+    assert body["reasoning_effort"] == "low"  # as pi-ai: every server but a few takes it
 
 
 async def test_compat_switches_can_be_set_by_hand(clock: Any) -> None:
@@ -938,3 +939,318 @@ async def test_a_chunk_nested_deeper_than_the_json_parser_takes_is_malformed_jso
     assert message.error_message.startswith(
         "malformed JSON in a chunk from openai: recursion limit exceeded"
     )
+
+
+# --- what a run costs: prompt caching, the session, reasoning off ---------------------------------
+
+LOOKUP = make_tool("lookup", ECHO.execute)
+LONG_ID = "s" * 36 + "-" + "0123456789" * 6 + "z" * 3  # 100 characters
+CUT_ID = LONG_ID[:64]
+
+
+def tool_conversation(model: Any) -> Any:
+    """Three turns of a tool conversation with ``model``: a question, a call and its
+    result, an answer, then the next question."""
+    turn = {"api": model.api, "provider": model.provider, "model": model.id}
+    return context(
+        UserMessage.text("What does the file say?"),
+        AssistantMessage(
+            content=[TextContent("Reading."), ToolCall("call_1", "lookup", {"path": "a"})],
+            stop_reason="toolUse",
+            **turn,
+        ),
+        ToolResultMessage(
+            tool_call_id="call_1", tool_name="lookup", content=[TextContent("it says hi")]
+        ),
+        AssistantMessage(content=[TextContent("It says hi.")], **turn),
+        UserMessage.text("And the other one?"),
+        system_prompt="Be brief.",
+        tools=[ECHO, LOOKUP],
+    )
+
+
+async def sent_to(found: Any, **opts: Any) -> Any:
+    """The request a run of ``found`` (a catalog model, at its own server) sends, seen on
+    loopback: the tool conversation, with a session id (``s-1``, unless given)."""
+    opts.setdefault("session_id", "s-1")
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        await call(
+            openai_chat.OpenAIChat(client).stream,
+            found,
+            tool_conversation(found),
+            options(**opts),
+        )
+    return server.requests[0]
+
+
+SESSION_HEADERS = ("session_id", "x-client-request-id", "x-session-affinity", "x-session-id")
+
+
+def session_headers(request: Any) -> dict[str, str]:
+    return {name: request.headers[name] for name in SESSION_HEADERS if name in request.headers}
+
+
+def conversation_messages(cache_control: Any = None) -> list[dict[str, Any]]:
+    """The tool conversation as the chat API takes it; with ``cache_control``, marked
+    where pi-ai marks it: the system prompt and the last user message's text."""
+
+    mark = {} if cache_control is None else {"cache_control": cache_control}
+
+    def text(value: str) -> Any:
+        return [{"type": "text", "text": value, **mark}] if mark else value
+
+    return [
+        {"role": "system", "content": text("Be brief.")},
+        {"role": "user", "content": [{"type": "text", "text": "What does the file say?"}]},
+        {
+            "role": "assistant",
+            "content": "Reading.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": '{"path":"a"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "it says hi"},
+        {"role": "assistant", "content": "It says hi."},
+        {"role": "user", "content": [{"type": "text", "text": "And the other one?", **mark}]},
+    ]
+
+
+async def test_gpt_4_1_on_chat_sends_the_session_as_its_prompt_cache_key(clock: Any) -> None:
+    """OpenAI's own server gets ``prompt_cache_key`` (the requests of one conversation go
+    to the machine that holds its cache), and no session headers: as pi-ai."""
+    request = await sent_to(openai_chat.model("gpt-4.1"))
+    body = request.json
+    check(body, CompletionCreateParamsStreaming)
+    assert (body["prompt_cache_key"], session_headers(request)) == ("s-1", {})
+    assert "prompt_cache_retention" not in body
+
+
+async def test_gpt_4_1_on_chat_keeps_its_cache_a_day_when_asked(clock: Any) -> None:
+    body = (await sent_to(openai_chat.model("gpt-4.1"), cache_retention="long")).json
+    check(body, CompletionCreateParamsStreaming)
+    assert (body["prompt_cache_key"], body["prompt_cache_retention"]) == ("s-1", "24h")
+
+
+async def test_openrouter_anthropic_on_chat_gets_cache_breakpoints(clock: Any) -> None:
+    """OpenRouter caches an ``anthropic/*`` model's prompt only at Anthropic's
+    breakpoints: on the system prompt, the last tool and the last user message, as
+    pi-ai places them; the session goes in OpenRouter's ``x-session-id``, and
+    reasoning is turned off, as no level is asked for."""
+    found = openai_chat.model("anthropic/claude-sonnet-4.5", provider="openrouter")
+    request = await sent_to(found, max_tokens=1000)
+    body = request.json
+    mark = {"type": "ephemeral"}
+    assert body["messages"] == conversation_messages(mark)
+    assert [tool.get("cache_control") for tool in body["tools"]] == [None, mark]
+    assert (body["reasoning"], session_headers(request)) == (
+        {"effort": "none"},
+        {"x-session-id": "s-1"},
+    )
+    assert "prompt_cache_key" not in body  # only OpenAI's server, or a long cache
+    sdk_request(body)  # OpenRouter's fields (cache_control, reasoning) are not OpenAI's
+
+
+async def test_openrouter_anthropic_on_chat_long_cache(clock: Any) -> None:
+    """With ``cache_retention="long"``: hour-long breakpoints, and the key and the day's
+    retention, which pi-ai sends to every server that keeps a cache longer."""
+    found = openai_chat.model("anthropic/claude-sonnet-4.5", provider="openrouter")
+    body = (await sent_to(found, cache_retention="long")).json
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    assert body["messages"] == conversation_messages(mark)
+    assert body["tools"][-1]["cache_control"] == mark
+    assert (body["prompt_cache_key"], body["prompt_cache_retention"]) == ("s-1", "24h")
+
+
+async def test_the_last_breakpoint_goes_to_the_last_message_with_text(clock: Any) -> None:
+    """A last message without text (an assistant's calls only) is passed over for the
+    one before it that has text; a user message of parts has its last text marked."""
+    found = openai_chat.model("anthropic/claude-sonnet-4.5", provider="openrouter")
+    turn: dict[str, Any] = {"api": found.api, "provider": found.provider, "model": found.id}
+    ctx = context(
+        UserMessage((TextContent("first"), TextContent("second"), ImageContent("aGk=", "x/y"))),
+        AssistantMessage(content=[ToolCall("call_1", "lookup", {})], stop_reason="toolUse", **turn),
+    )
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        await call(openai_chat.OpenAIChat(client).stream, found, ctx, options(session_id="s"))
+    messages = server.requests[0].json["messages"]
+    assert [part.get("cache_control") for part in messages[0]["content"]] == [
+        None,
+        {"type": "ephemeral"},
+        None,
+    ]
+    assert "cache_control" not in str(messages[1])
+
+
+async def test_fireworks_on_chat_gets_the_session_affinity_headers(clock: Any) -> None:
+    """The catalog asks for Fireworks' session headers (``sendSessionAffinityHeaders``),
+    in OpenAI's format; no key in the body, and no long retention, which it lacks."""
+    found = openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks")
+    request = await sent_to(found, cache_retention="long")
+    body = request.json
+    assert session_headers(request) == {
+        "session_id": "s-1",
+        "x-client-request-id": "s-1",
+        "x-session-affinity": "s-1",
+    }
+    assert ("prompt_cache_key" in body, "prompt_cache_retention" in body) == (False, False)
+    assert body["reasoning_effort"] == "none"  # its "off"
+    check(body, CompletionCreateParamsStreaming)
+
+
+async def test_zai_streams_its_tool_calls_and_thinks_only_when_asked(clock: Any) -> None:
+    """Z.ai's models get ``tool_stream`` with the tools (the catalog's
+    ``zaiToolStream``) and reasoning turned off when no level is asked for; no key and
+    no session headers, as pi-ai sends."""
+    request = await sent_to(openai_chat.model("glm-4.7", provider="zai"))
+    body = request.json
+    assert (body["tool_stream"], body["thinking"]) == (True, {"type": "disabled"})
+    assert ("prompt_cache_key" in body, session_headers(request)) == (False, {})
+    sdk_request(body)  # Z.ai's fields (tool_stream, thinking) are not OpenAI's
+
+
+async def test_no_cache_retention_sends_no_session_and_no_breakpoints(clock: Any) -> None:
+    for found in (
+        openai_chat.model("gpt-4.1"),
+        openai_chat.model("anthropic/claude-sonnet-4.5", provider="openrouter"),
+        openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks"),
+    ):
+        request = await sent_to(found, cache_retention="none")
+        assert "prompt_cache" not in str(request.json)
+        assert "cache_control" not in str(request.json)
+        assert session_headers(request) == {}
+
+
+CASES = [
+    openai_chat.model("gpt-4.1"),
+    openai_chat.model("anthropic/claude-sonnet-4.5", provider="openrouter"),
+    openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks"),
+    openai_chat.model("glm-4.7", provider="zai"),
+]
+
+
+@pytest.mark.parametrize("retention", ["short", "long"])
+@pytest.mark.parametrize("found", CASES, ids=[found.id for found in CASES])
+async def test_a_long_session_id_never_reaches_a_server_uncut(
+    clock: Any, found: Any, retention: Any
+) -> None:
+    """A session id of 100 characters goes in no field and no header whole: its first 64
+    (what OpenAI takes) name the conversation wherever it is sent."""
+    request = await sent_to(found, session_id=LONG_ID, cache_retention=retention)
+    sent = [*request.headers.values(), *strings(request.json)]
+    assert not [value for value in sent if LONG_ID in value]
+    named = [value for value in sent if CUT_ID in value]
+    assert named == [CUT_ID] * len(named)
+    # Z.ai gets the session only as the key of a long cache.
+    assert bool(named) == (found.provider != "zai" or retention == "long")
+
+
+async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock: Any) -> None:
+    """The request is still sent, its headers naming the conversation the same way
+    each time; the body's key is the id as given."""
+    found = openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks")
+    request = await sent_to(found, session_id="sé ssion\n1\ud800")
+    assert session_headers(request)["x-session-affinity"] == "s%C3%A9%20ssion%0A1%ED%A0%80"
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a JSON value: keys and values, at any depth."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(text for item in value.values() for text in strings(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in strings(item)]
+    return []
+
+
+@pytest.mark.parametrize(
+    ("base_url", "effort", "long"),
+    [
+        ("https://api.openai.com/v1", True, True),
+        ("http://localhost:11434/v1", True, True),
+        ("https://api.fireworks.ai/inference/v1", True, True),
+        ("https://example.com/v1", True, True),
+        ("https://api.x.ai/v1", False, True),
+        ("https://api.z.ai/api/paas/v4", False, True),
+        ("https://open.bigmodel.cn/api/paas/v4", False, True),
+        ("https://api.moonshot.ai/v1", False, True),
+        ("https://api.together.xyz/v1", False, False),
+        ("https://gateway.ai.cloudflare.com/v1/a/b/compat", False, False),
+        ("https://api.cloudflare.com/client/v4/accounts/a/ai/v1", True, False),
+        ("https://integrate.api.nvidia.com/v1", False, False),
+        ("https://api.ant-ling.com/v1", False, False),
+    ],
+)
+def test_reasoning_effort_and_long_retention_are_detected_as_pi_ai_does(
+    base_url: str, effort: bool, long: bool
+) -> None:
+    compat = openai_chat.resolve_compat(openai_chat.model("m", base_url=base_url))
+    assert (compat.supports_reasoning_effort, compat.supports_long_cache_retention) == (
+        effort,
+        long,
+    )
+
+
+async def test_the_session_switches_can_be_set_by_hand(clock: Any) -> None:
+    """``openai-nosession`` sends the affinity headers without ``session_id``; a
+    ``prompt_cache_key_mode`` of ``enabled`` sends the key to any server, ``disabled``
+    to none, OpenAI's included."""
+    nosession = openai_chat.Compat(
+        send_session_affinity_headers=True,
+        session_affinity_format="openai-nosession",
+        prompt_cache_key_mode="enabled",
+    )
+    found = openai_chat.model("m", base_url="https://example.com/v1", compat=nosession)
+    request = await sent_to(found)
+    assert session_headers(request) == {"x-client-request-id": "s-1", "x-session-affinity": "s-1"}
+    assert request.json["prompt_cache_key"] == "s-1"
+    disabled = openai_chat.Compat(prompt_cache_key_mode="disabled")
+    gpt = openai_chat.model("gpt-4.1", compat=disabled)
+    assert "prompt_cache_key" not in (await sent_to(gpt)).json
+
+
+async def test_a_long_cache_on_a_server_without_one_asks_for_none(clock: Any) -> None:
+    """Together keeps no cache longer: ``"long"`` sends neither the key nor a retention."""
+    found = openai_chat.model("m", base_url="https://api.together.xyz/v1")
+    body = (await sent_to(found, cache_retention="long")).json
+    assert ("prompt_cache_key" in body, "prompt_cache_retention" in body) == (False, False)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens_details": {"cached_tokens": 80}},  # OpenAI, OpenRouter
+        {"prompt_cache_hit_tokens": 80},  # DeepSeek
+        {"cached_tokens": 80},  # Kimi, on its last chunk
+    ],
+)
+async def test_the_cached_tokens_are_read_wherever_the_server_puts_them(
+    clock: Any, usage: dict[str, Any]
+) -> None:
+    """Each server's place for the tokens read from the cache, as pi-ai reads them: they
+    are billed at the cache's price, not as input."""
+    chunk = {
+        "id": "c",
+        "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 5, **usage},
+    }
+    async with open_sse_server(ScriptedResponse(body=sse_body([(None, chunk)]))) as server:
+        result = await call(openai_chat.stream, model(server.url))
+    assert result.message.usage == Usage(input=20, output=5, cache_read=80, total_tokens=105)
+
+
+async def test_a_catalog_anthropic_model_on_openrouter_chat_follows_its_flags(clock: Any) -> None:
+    """The catalog's ``cacheControlFormat`` marks the breakpoints; claude-fable-5 cannot
+    turn reasoning off (its ``off`` is None), and gets no reasoning field without a
+    level, as pi-ai sends it."""
+    found = openai_chat.model("anthropic/claude-fable-5:batch", provider="openrouter")
+    assert found.compat_flags["cacheControlFormat"] == "anthropic"
+    request = await sent_to(found)
+    body = request.json
+    assert body["messages"] == conversation_messages({"type": "ephemeral"})
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert ("reasoning" in body, session_headers(request)) == (False, {"x-session-id": "s-1"})

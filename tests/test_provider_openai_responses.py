@@ -14,6 +14,7 @@ import openai
 import pydantic
 import pytest
 import trio
+from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
 
 from tests._providers import (
     FIXTURES,
@@ -26,6 +27,7 @@ from tests._providers import (
     fixture,
     options,
 )
+from tests._sdk import check
 from tests._support import ECHO, make_tool
 from trio_agent import (
     AgentContext,
@@ -652,7 +654,9 @@ async def test_minimal_reasoning_is_sent_as_is(clock: Any) -> None:
     assert body["reasoning"] == {"effort": "minimal", "summary": "auto"}
 
 
-async def test_without_reasoning_on_temperature_is_sent_and_no_reasoning(clock: Any) -> None:
+async def test_without_a_level_temperature_is_sent_and_reasoning_is_off(clock: Any) -> None:
+    """A reasoning model the catalog does not describe here (another server) says
+    nothing of its ``off``: reasoning is turned off with ``"none"``, as pi-ai does."""
     body = await request_of(
         model_kwargs={"id": "gpt-5", "reasoning": True}, temperature=0.3, session_id="s-1"
     )
@@ -662,6 +666,7 @@ async def test_without_reasoning_on_temperature_is_sent_and_no_reasoning(clock: 
         "stream": True,
         "store": False,
         "temperature": 0.3,
+        "reasoning": {"effort": "none"},
         "prompt_cache_key": "s-1",
     }
 
@@ -915,3 +920,193 @@ async def test_a_whole_count_as_a_float_or_digit_string_is_read(clock: Any) -> N
         result = await call(openai_responses.stream, model(server.url))
     assert result.message.stop_reason == "stop"
     assert result.message.usage == Usage(input=12, output=3, total_tokens=15)
+
+
+# --- what a run costs: prompt caching, the session, reasoning off ---------------------------------
+
+LOOKUP = make_tool("lookup", ECHO.execute)
+LONG_ID = "s" * 36 + "-" + "0123456789" * 6 + "z" * 3  # 100 characters
+CUT_ID = LONG_ID[:64]
+SESSION_HEADERS = ("session-id", "x-client-request-id", "x-session-affinity", "x-session-id")
+
+
+def tool_conversation(found: Any) -> Any:
+    """Three turns of a tool conversation with ``found``: a question, a call and its
+    result, an answer, then the next question."""
+    turn = {"api": found.api, "provider": found.provider, "model": found.id}
+    return context(
+        UserMessage.text("What does the file say?"),
+        AssistantMessage(
+            content=[TextContent("Reading."), ToolCall("call_1|fc_1", "lookup", {"path": "a"})],
+            stop_reason="toolUse",
+            **turn,
+        ),
+        ToolResultMessage(
+            tool_call_id="call_1|fc_1", tool_name="lookup", content=[TextContent("it says hi")]
+        ),
+        AssistantMessage(content=[TextContent("It says hi.")], **turn),
+        UserMessage.text("And the other one?"),
+        system_prompt="Be brief.",
+        tools=[ECHO, LOOKUP],
+    )
+
+
+async def sent_to(found: Any, **opts: Any) -> Any:
+    """The request a run of ``found`` (a catalog model, at its own server) sends, seen on
+    loopback: the tool conversation, with a session id (``s-1``, unless given)."""
+    opts.setdefault("session_id", "s-1")
+    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
+        await call(
+            openai_responses.OpenAIResponses(client).stream,
+            found,
+            tool_conversation(found),
+            options(**opts),
+        )
+    return server.requests[0]
+
+
+def session_headers(request: Any) -> dict[str, str]:
+    return {name: request.headers[name] for name in SESSION_HEADERS if name in request.headers}
+
+
+def checked(body: dict[str, Any]) -> dict[str, Any]:
+    """``body``, checked strictly against the openai SDK's request type."""
+    check(body, ResponseCreateParamsStreaming)
+    return body
+
+
+async def test_gpt_4_1_sends_its_session_as_the_key_and_the_headers(clock: Any) -> None:
+    """The session id is the ``prompt_cache_key`` and the ``session-id`` and
+    ``x-client-request-id`` headers, as pi-ai sends them; gpt-4.1 does not reason, and
+    gets no reasoning field."""
+    request = await sent_to(openai_responses.model("gpt-4.1"))
+    body = checked(request.json)
+    assert (body["prompt_cache_key"], session_headers(request)) == (
+        "s-1",
+        {"session-id": "s-1", "x-client-request-id": "s-1"},
+    )
+    assert ("reasoning" in body, "prompt_cache_retention" in body) == (False, False)
+
+
+async def test_gpt_4_1_keeps_its_cache_a_day_when_asked(clock: Any) -> None:
+    body = checked((await sent_to(openai_responses.model("gpt-4.1"), cache_retention="long")).json)
+    assert (body["prompt_cache_key"], body["prompt_cache_retention"]) == ("s-1", "24h")
+
+
+@pytest.mark.parametrize("id", ["gpt-5.1", "gpt-5.4", "gpt-5.5"])
+async def test_gpt_5_x_turns_reasoning_off_when_no_level_is_asked(clock: Any, id: str) -> None:
+    """gpt-5.1 and later reason by default, and bill it: without a level, reasoning is
+    turned off with their ``off`` (``effort: "none"``), and no encrypted reasoning is
+    asked for; the session goes as with every model."""
+    request = await sent_to(openai_responses.model(id), temperature=0.5)
+    body = checked(request.json)
+    assert (body["reasoning"], "include" in body, body["prompt_cache_key"]) == (
+        {"effort": "none"},
+        False,
+        "s-1",
+    )
+    assert session_headers(request) == {"session-id": "s-1", "x-client-request-id": "s-1"}
+
+
+@pytest.mark.parametrize("id", ["gpt-5", "o3", "gpt-5-pro"])
+async def test_a_model_that_cannot_turn_reasoning_off_gets_no_reasoning_field(
+    clock: Any, id: str
+) -> None:
+    """Their ``off`` is None (gpt-5's lowest is ``minimal``): no level, no field, as pi-ai."""
+    body = checked((await sent_to(openai_responses.model(id))).json)
+    assert ("reasoning" in body, "include" in body) == (False, False)
+
+
+async def test_a_level_that_comes_to_off_turns_reasoning_off(clock: Any) -> None:
+    """A level the model offers nothing for, nearest ``off``, is no level."""
+    levels = {level: None for level in ("minimal", "low", "medium", "high", "xhigh", "max")}
+    found = attrs.evolve(
+        openai_responses.model("gpt-5.4"), thinking_levels={**levels, "off": "none"}
+    )
+    body = checked((await sent_to(found, reasoning="high")).json)
+    assert body["reasoning"] == {"effort": "none"}
+
+
+async def test_explicit_prompt_cache_models_get_the_cache_options(clock: Any) -> None:
+    """gpt-5.6's cache is set with ``prompt_cache_options`` (``supportsExplicitPromptCacheMode``):
+    thirty minutes for a long cache, explicit breakpoints only (none) without a cache;
+    ``prompt_cache_retention`` is not sent."""
+    found = openai_responses.model("gpt-5.6-luna")
+    long = checked((await sent_to(found, cache_retention="long")).json)
+    short = checked((await sent_to(found)).json)
+    none = checked((await sent_to(found, cache_retention="none")).json)
+    assert [body.get("prompt_cache_options") for body in (long, short, none)] == [
+        {"ttl": "30m"},
+        None,
+        {"mode": "explicit"},
+    ]
+    assert not [body for body in (long, short, none) if "prompt_cache_retention" in body]
+    assert [body.get("prompt_cache_key") for body in (long, short, none)] == ["s-1", "s-1", None]
+
+
+async def test_the_catalogs_session_format_and_long_retention_flags_are_followed(
+    clock: Any,
+) -> None:
+    """OpenCode takes no ``session-id`` header (``openai-nosession``); xAI keeps no long
+    cache, and its reasoning models always get their encrypted reasoning back."""
+    opencode = await sent_to(openai_responses.model("gpt-5.1", provider="opencode"))
+    assert session_headers(opencode) == {"x-client-request-id": "s-1"}
+    grok = (
+        await sent_to(openai_responses.model("grok-4.3", provider="xai"), cache_retention="long")
+    ).json
+    assert "prompt_cache_retention" not in grok
+    assert (grok["reasoning"], grok["include"]) == (
+        {"effort": "none"},
+        ["reasoning.encrypted_content"],
+    )
+
+
+async def test_openrouter_on_responses_gets_its_session_header(clock: Any) -> None:
+    found = openai_responses.model("gpt-x", base_url="https://openrouter.ai/api/v1")
+    request = await sent_to(found)
+    assert session_headers(request) == {"x-session-id": "s-1"}
+
+
+async def test_no_cache_retention_sends_no_session(clock: Any) -> None:
+    request = await sent_to(openai_responses.model("gpt-5.4"), cache_retention="none")
+    assert "prompt_cache" not in str(request.json)
+    assert session_headers(request) == {}
+
+
+@pytest.mark.parametrize("retention", ["short", "long"])
+@pytest.mark.parametrize("id", ["gpt-4.1", "gpt-5.4", "gpt-5.6-luna"])
+async def test_a_long_session_id_never_reaches_a_server_uncut(
+    clock: Any, id: str, retention: Any
+) -> None:
+    """A session id of 100 characters goes in no field and no header whole (OpenAI
+    refuses a ``prompt_cache_key`` over 64 characters): its first 64 are sent."""
+    request = await sent_to(
+        openai_responses.model(id), session_id=LONG_ID, cache_retention=retention
+    )
+    sent = [*request.headers.values(), *strings(request.json)]
+    assert not [value for value in sent if LONG_ID in value]
+    named = [value for value in sent if CUT_ID in value]
+    assert named == [CUT_ID] * 3  # the key, and the two headers
+    assert request.json["prompt_cache_key"] == CUT_ID
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a JSON value: keys and values, at any depth."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(text for item in value.values() for text in strings(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in strings(item)]
+    return []
+
+
+async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock: Any) -> None:
+    """Not ASCII, a control character, a lone surrogate: the request is still sent, its
+    headers naming the conversation the same way each time."""
+    request = await sent_to(openai_responses.model("gpt-4.1"), session_id="sé\n\ud800")
+    assert session_headers(request) == {
+        "session-id": "s%C3%A9%0A%ED%A0%80",
+        "x-client-request-id": "s%C3%A9%0A%ED%A0%80",
+    }
+    assert request.json["prompt_cache_key"].startswith("sé\n")

@@ -39,7 +39,7 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsStr
 from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
 
-from tests._providers import call, context, options
+from tests._providers import as_if_at, call, context, options
 from tests._sdk import Mismatch, check
 from tests._support import ECHO, make_tool
 from trio_agent import (
@@ -421,6 +421,47 @@ async def test_the_request_to_gemini_3_is_of_the_sdks_type(clock: Any) -> None:
     check_request(google.API, body)
     calls = [part for turn in body["contents"] for part in turn["parts"] if "functionCall" in part]
     assert all(part["functionCall"]["id"] for part in calls)
+
+
+@pytest.mark.parametrize("level", [None, "high"])
+@pytest.mark.parametrize("retention", ["short", "long", "none"])
+@pytest.mark.parametrize(
+    ("api", "provider", "model_id"),
+    [
+        (openai_chat.API, "openai", "gpt-4.1"),
+        (openai_chat.API, "fireworks", "accounts/fireworks/models/glm-5p2"),
+        (openai_responses.API, "openai", "gpt-4.1"),
+        (openai_responses.API, "openai", "gpt-5"),
+        (openai_responses.API, "openai", "gpt-5.4"),
+        (openai_responses.API, "openai", "gpt-5.6-luna"),
+    ],
+)
+async def test_the_request_with_the_prompt_cache_fields_is_of_the_sdks_type(
+    clock: Any, api: str, provider: str, model_id: str, retention: Any, level: Any
+) -> None:
+    """The prompt-cache key, its retention (``"24h"``, or gpt-5.6's
+    ``prompt_cache_options``) and reasoning turned off (``"none"``), as a catalog model
+    at its own server gets them, are the SDK's fields and values."""
+    async with open_sse_server(ScriptedResponse(body=b"")) as server, as_if_at(server.url) as http:
+        found: Model
+        stream: Any
+        if api == openai_chat.API:
+            found = openai_chat.model(model_id, provider=provider)
+            stream = openai_chat.OpenAIChat(http).stream
+        else:
+            found = openai_responses.model(model_id, provider=provider)
+            stream = openai_responses.OpenAIResponses(http).stream
+        ctx = context(*rich_transcript(found), system_prompt="Be brief.", tools=[WEATHER, ECHO])
+        opts = options(reasoning=level, session_id="s" * 100, cache_retention=retention)
+        await call(stream, found, ctx, opts)
+    body: dict[str, Any] = server.requests[0].json
+    check_request(api, body)
+    openai_server = provider == "openai"
+    assert body.get("prompt_cache_key") == (
+        "s" * 64 if retention != "none" and openai_server else None
+    )
+    day = retention == "long" and openai_server and model_id != "gpt-5.6-luna"
+    assert ("prompt_cache_retention" in body) == day
 
 
 # --- replies -------------------------------------------------------------------------------------

@@ -23,6 +23,19 @@ not asked for), as they map it; others get the level, ``xhigh`` as ``high``.
 For a model of the catalog, its ``compat_flags`` (pi-ai's per-model rules) set
 the switches the base URL cannot tell; see :func:`resolve_compat`.
 
+The prompt cache, as pi-ai asks for it. The ``session_id`` (its first 64
+characters, :func:`~trio_agent.providers._common.session_key`) is sent as
+``prompt_cache_key`` to OpenAI's server (``Compat.prompt_cache_key_mode``), and
+to any server when ``cache_retention="long"`` and the server keeps a cache
+longer (``Compat.supports_long_cache_retention``; then with
+``prompt_cache_retention: "24h"``); in session headers where the server routes
+by them (``Compat.send_session_affinity_headers``: OpenRouter, Fireworks,
+Cloudflare). OpenRouter's ``anthropic/*`` models cache only at Anthropic's
+``cache_control`` breakpoints (``Compat.cache_control_format``): one on the
+system prompt, one on the last tool, one on the last message with text
+(``ttl: "1h"`` with ``"long"``). With ``cache_retention="none"``, none of these
+are sent.
+
 Reading the stream (wire-formats.md §1): text deltas (a ``refusal`` is text
 too: it is the model's answer); reasoning from the first
 non-empty of ``reasoning_content``, ``reasoning``, ``reasoning_text`` (the
@@ -41,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, get_args
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import attrs
 import jiter
@@ -71,6 +84,7 @@ from ._common import (
     offers,
     parse_json,
     prepare_messages,
+    session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
 from ._sse import SseEvent
@@ -116,6 +130,27 @@ class Compat:
     value ``{"$var": "thinking.enabled"}`` is whether reasoning is asked for, another
     object the model's value for the level (left out, with ``omitWhenOff``, when no
     level is asked for); anything else is sent as it is."""
+    cache_control_format: Literal["anthropic"] | None = None
+    """``"anthropic"``: the server caches prompts at Anthropic's ``cache_control``
+    breakpoints, placed on the system prompt, the last tool and the last conversation
+    message (OpenRouter's ``anthropic/*`` models). None (the default for every other
+    model): no breakpoints."""
+    send_session_affinity_headers: bool | None = None
+    """Send the session headers (:attr:`session_affinity_format`) so that the requests of
+    one conversation reach the server that holds its cache."""
+    session_affinity_format: SessionAffinityFormat | None = None
+    """Which session headers: ``openrouter``: ``x-session-id``; ``openai``:
+    ``session_id``, ``x-client-request-id`` and ``x-session-affinity``;
+    ``openai-nosession``: the last two."""
+    supports_long_cache_retention: bool | None = None
+    """The server keeps a prompt cache longer on request (``cache_retention="long"``):
+    ``prompt_cache_retention: "24h"``, and a one-hour ``cache_control`` breakpoint."""
+    prompt_cache_key_mode: Literal["auto", "enabled", "disabled"] | None = None
+    """When the session id is sent as ``prompt_cache_key``: ``enabled`` always,
+    ``disabled`` never, ``auto`` (the default) to OpenAI's server, and to any server
+    with long cache retention asked for and supported."""
+    zai_tool_stream: bool | None = None
+    """Send Z.ai's ``tool_stream: true`` with the tools, so that tool calls stream."""
 
 
 ThinkingFormat: TypeAlias = Literal[
@@ -131,6 +166,9 @@ ThinkingFormat: TypeAlias = Literal[
 others' fields, so a level sent the wrong way is lost."""
 
 _THINKING_FORMATS: frozenset[str] = frozenset(get_args(ThinkingFormat))
+
+SessionAffinityFormat: TypeAlias = Literal["openai", "openai-nosession", "openrouter"]
+"""The session headers a server takes (see :attr:`Compat.session_affinity_format`)."""
 
 
 _OPENAI = Compat(
@@ -162,6 +200,15 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     ),
     "thinkingFormat": ("thinking_format", _THINKING_FORMATS),
     "chatTemplateArgs": ("chat_template_args", Mapping),
+    "cacheControlFormat": ("cache_control_format", frozenset(("anthropic",))),
+    "sendSessionAffinityHeaders": ("send_session_affinity_headers", bool),
+    "sessionAffinityFormat": (
+        "session_affinity_format",
+        frozenset(get_args(SessionAffinityFormat)),
+    ),
+    "supportsLongCacheRetention": ("supports_long_cache_retention", bool),
+    "promptCacheKeyMode": ("prompt_cache_key_mode", frozenset(("auto", "enabled", "disabled"))),
+    "zaiToolStream": ("zai_tool_stream", bool),
 }
 
 # Provider label, and its key's environment variable, by host.
@@ -206,6 +253,37 @@ _DETECTED_FORMATS: dict[str, ThinkingFormat] = {
 }
 """The thinking format of a provider detected by URL (pi-ai's ``detectCompat``)."""
 
+_SHORT_CACHE_ONLY = {
+    "together": ("api.together.ai", "api.together.xyz"),
+    "cloudflare-workers-ai": ("api.cloudflare.com",),
+    "cloudflare-ai-gateway": ("gateway.ai.cloudflare.com",),
+    "nvidia": ("integrate.api.nvidia.com",),
+    "ant-ling": ("api.ant-ling.com",),
+}
+"""The providers (and their hosts) that keep no prompt cache longer on request."""
+
+
+_NO_REASONING_EFFORT = {
+    "xai": ("api.x.ai",),
+    "zai": ("api.z.ai", "open.bigmodel.cn"),
+    "zai-coding-cn": (),
+    "moonshotai": ("api.moonshot.",),
+    "moonshotai-cn": (),
+    "together": ("api.together.ai", "api.together.xyz"),
+    "cloudflare-ai-gateway": ("gateway.ai.cloudflare.com",),
+    "nvidia": ("integrate.api.nvidia.com",),
+    "ant-ling": ("api.ant-ling.com",),
+}
+"""The providers (and their hosts) that take no ``reasoning_effort``; every other
+server is sent one (pi-ai's ``detectCompat``)."""
+
+
+def _among(provider: str, base_url: str, known: Mapping[str, tuple[str, ...]]) -> bool:
+    """Whether ``provider``, or a host in ``base_url``, is one of ``known``."""
+    return any(
+        provider == name or any(host in base_url for host in hosts) for name, hosts in known.items()
+    )
+
 
 def resolve_compat(model: Model) -> Compat:
     """The model's switches: the :class:`Compat` it was given, then the catalog's flags
@@ -222,6 +300,7 @@ def resolve_compat(model: Model) -> Compat:
     if provider in ("", "openai-compatible"):
         provider = detect_provider(model.base_url)
     standard = provider == "openai"
+    openrouter = provider == "openrouter" or "openrouter.ai" in model.base_url
     detected = attrs.evolve(
         _OPENAI,
         max_tokens_field=(
@@ -231,11 +310,18 @@ def resolve_compat(model: Model) -> Compat:
         ),
         supports_developer_role=standard,
         supports_store=standard,
-        supports_reasoning_effort=standard or provider in ("openrouter", "groq", "deepseek"),
+        supports_reasoning_effort=not _among(provider, model.base_url, _NO_REASONING_EFFORT),
         supports_strict_mode=standard or provider in ("openrouter", "groq"),
         requires_api_key=provider not in _LOCAL,
         requires_reasoning_content_on_assistant_messages=provider == "deepseek",
         thinking_format=_DETECTED_FORMATS.get(provider, "openai"),
+        cache_control_format=(
+            "anthropic" if provider == "openrouter" and model.id.startswith("anthropic/") else None
+        ),
+        send_session_affinity_headers=openrouter,
+        session_affinity_format="openrouter" if openrouter else "openai",
+        supports_long_cache_retention=not _among(provider, model.base_url, _SHORT_CACHE_ONLY),
+        zai_tool_stream=False,
     )
     flags = model.compat_flags
     from_catalog: dict[str, Any] = {}
@@ -508,6 +594,67 @@ def _template_values(
     return out
 
 
+_HEADER_SAFE = "".join(chr(code) for code in range(0x21, 0x7F) if chr(code) != "%")
+
+
+def session_header(key: str) -> str:
+    """``key`` (the session id as :func:`~trio_agent.providers._common.session_key` cuts
+    it) as a header carries it: as it is when it is printable ASCII, else percent-encoded
+    (UTF-8; a lone surrogate as its three bytes), so that an id a header cannot carry
+    still names the conversation, the same way each time, and the request is sent."""
+    if key.isascii() and key.isprintable():
+        return key
+    return quote(key, safe=_HEADER_SAFE, errors="surrogatepass")
+
+
+def _session_headers(form: SessionAffinityFormat | None, key: str) -> dict[str, str]:
+    """The headers that name the conversation (``key``, the session id as
+    :func:`~trio_agent.providers._common.session_key` cuts it), in the server's format."""
+    key = session_header(key)
+    if form == "openrouter":
+        return {"x-session-id": key}
+    headers = {"session_id": key} if form == "openai" else {}
+    headers["x-client-request-id"] = key
+    headers["x-session-affinity"] = key
+    return headers
+
+
+def _mark_breakpoints(
+    messages: list[dict[str, Any]], tools: Sequence[dict[str, Any]], mark: dict[str, Any]
+) -> None:
+    """Put Anthropic's cache breakpoint ``mark`` (``cache_control``) where pi-ai puts it:
+    on the text of the first system (or developer) message, on the last tool, and on the
+    last text of the last user, assistant or tool message that has text (a message
+    whose content is a string becomes one text part). Three breakpoints at most, of the
+    four the API allows: each request reads the cache up to its last one, and writes it
+    there for the next."""
+    for message in messages:
+        if message["role"] in ("system", "developer"):
+            _mark_text(message, mark)
+            break
+    if tools:
+        tools[-1]["cache_control"] = mark
+    for message in reversed(messages):
+        if message["role"] in ("user", "assistant", "tool") and _mark_text(message, mark):
+            break
+
+
+def _mark_text(message: dict[str, Any], mark: dict[str, Any]) -> bool:
+    """Mark the last text part of ``message``; whether it had one."""
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return False
+        message["content"] = [{"type": "text", "text": content, "cache_control": mark}]
+        return True
+    if isinstance(content, list):
+        for part in reversed(content):
+            if part.get("type") == "text":
+                part["cache_control"] = mark
+                return True
+    return False
+
+
 class OpenAIChat(HttpProvider):
     """The chat completions provider. One instance per HTTP client."""
 
@@ -558,8 +705,26 @@ class OpenAIChat(HttpProvider):
                 }
                 for tool in context.tools
             ]
+            if compat.zai_tool_stream:
+                body["tool_stream"] = True
         body.update(thinking)
-        headers = {**model.headers, **options.headers}
+        key = session_key(options)
+        retention = options.cache_retention
+        long = retention == "long" and bool(compat.supports_long_cache_retention)
+        mode = compat.prompt_cache_key_mode or "auto"
+        if key is not None and (
+            mode == "enabled" or (mode == "auto" and ("api.openai.com" in model.base_url or long))
+        ):
+            body["prompt_cache_key"] = key
+        if long:
+            body["prompt_cache_retention"] = "24h"
+        if compat.cache_control_format == "anthropic" and retention != "none":
+            mark = {"type": "ephemeral", **({"ttl": "1h"} if long else {})}
+            _mark_breakpoints(body["messages"], body.get("tools", ()), mark)
+        headers = {**model.headers}
+        if key is not None and compat.send_session_affinity_headers:
+            headers.update(_session_headers(compat.session_affinity_format, key))
+        headers.update(options.headers)
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         return HttpRequest(model.base_url.rstrip("/") + "/chat/completions", headers, body)
@@ -828,6 +993,8 @@ def _usage(raw: dict[str, Any], where: str) -> Usage:
         cache_write = count(details, "cache_write_tokens", details_at) or 0
     if not cache_read:
         cache_read = count(raw, "prompt_cache_hit_tokens", where) or 0  # DeepSeek's
+    if not cache_read:
+        cache_read = count(raw, "cached_tokens", where) or 0  # Kimi's
     output = count(raw, "completion_tokens", where) or 0
     input_tokens = max(0, prompt - cache_read - cache_write)
     return Usage(

@@ -19,8 +19,22 @@ item id is left out for a call made by another model, or one that followed
 reasoning that cannot be replayed). A reasoning level is sent as
 ``reasoning.effort`` like the chat provider's ``reasoning_effort`` (the nearest
 level the catalog's ``thinking_levels`` offer, as they map it; ``xhigh`` as
-``high`` for a model without them). ``session_id`` is sent as
-``prompt_cache_key``; a model without ``"image"`` in its input gets no images.
+``high`` for a model without them); with no level, a model that can turn
+reasoning off (its ``off`` level is not None: gpt-5.1 and later) gets
+``reasoning: {effort: "none"}`` (its ``off``), as pi-ai sends it: it would
+otherwise reason, and bill it. A model without ``"image"`` in its input gets no
+images.
+
+The prompt cache, as pi-ai asks for it: the ``session_id`` (its first 64
+characters, :func:`~trio_agent.providers._common.session_key`) is sent as
+``prompt_cache_key`` and in the ``session-id`` and ``x-client-request-id``
+headers (OpenRouter: ``x-session-id``; the catalog's ``sessionAffinityFormat``
+``openai-nosession``: no ``session-id``); ``cache_retention="long"`` asks for
+``prompt_cache_retention: "24h"`` where the catalog does not say the server
+lacks it (``supportsLongCacheRetention``), and a model whose cache is set with
+``prompt_cache_options`` (``supportsExplicitPromptCacheMode``, gpt-5.6) gets
+``{ttl: "30m"}`` for it, and ``{mode: "explicit"}`` with ``"none"``. With
+``cache_retention="none"``, no key and no session header are sent.
 ``OPENAI_API_KEY`` is sent only to OpenAI's server (``https://api.openai.com``):
 a model of ``provider="openai"`` elsewhere (a proxy, a test server) needs the
 key given in the options, and is refused without one; another server behind
@@ -85,12 +99,15 @@ from ._common import (
     Parser,
     PartialJson,
     model_effort,
+    offers,
     parse_json,
     prepare_messages,
+    session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure, json_text
+from .openai_chat import session_header
 
 __all__ = ["API", "OpenAIResponses", "model", "provider", "stream"]
 
@@ -289,6 +306,53 @@ def _input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
     return out
 
 
+def _reasoning(model: Model, level: str | None) -> dict[str, Any]:
+    """The reasoning fields of a reasoning model's request.
+
+    A level is sent as the nearest the model offers, as its ``thinking_levels`` map it
+    (:func:`model_effort`), with the reasoning summary, and the encrypted reasoning to
+    replay next turn. Without one (or when the nearest is ``off``), reasoning is turned
+    off where the model can turn it off (its ``off`` level is not mapped to None):
+    ``effort`` is its ``off`` value, else ``"none"``. These models reason by default,
+    so a request without a level would otherwise still pay for reasoning; a model that
+    cannot (``gpt-5``, ``o3``: ``off`` is None) gets no field, and reasons as its server
+    chooses. As pi-ai, GitHub Copilot's models are not sent an ``off``."""
+    effort = model_effort(model, level) if level else None
+    if effort is not None:
+        return {
+            "reasoning": {"effort": effort, "summary": "auto"},
+            "include": ["reasoning.encrypted_content"],
+        }
+    out: dict[str, Any] = {}
+    if model.provider != "github-copilot" and offers(model, "off"):
+        off = model.thinking_levels.get("off")
+        out["reasoning"] = {"effort": off if isinstance(off, str) else "none"}
+    if model.provider == "xai":
+        out["include"] = ["reasoning.encrypted_content"]
+    return out
+
+
+_SESSION_FORMATS = frozenset(("openai", "openai-nosession", "openrouter"))
+
+
+def _session_headers(model: Model, key: str) -> dict[str, str]:
+    """The headers that name the conversation (``key``, the session id as
+    :func:`~trio_agent.providers._common.session_key` cuts it), in the format of the
+    catalog's ``sessionAffinityFormat`` for the model, else the one of its server:
+    OpenRouter's ``x-session-id``, or ``session-id`` and ``x-client-request-id``
+    (``openai-nosession``: only the latter)."""
+    key = session_header(key)
+    form = model.compat_flags.get("sessionAffinityFormat")
+    if form not in _SESSION_FORMATS:
+        openrouter = model.provider == "openrouter" or "openrouter.ai" in model.base_url
+        form = "openrouter" if openrouter else "openai"
+    if form == "openrouter":
+        return {"x-session-id": key}
+    headers = {"session-id": key} if form == "openai" else {}
+    headers["x-client-request-id"] = key
+    return headers
+
+
 class OpenAIResponses(HttpProvider):
     """The responses API provider. One instance per HTTP client."""
 
@@ -328,13 +392,25 @@ class OpenAIResponses(HttpProvider):
         reasoning = bool(model.reasoning and options.reasoning)
         if options.temperature is not None and not reasoning:
             body["temperature"] = options.temperature
-        effort = model_effort(model, options.reasoning) if reasoning and options.reasoning else None
-        if effort is not None:  # as the model's thinking_levels map the nearest offered level
-            body["reasoning"] = {"effort": effort, "summary": "auto"}
-            body["include"] = ["reasoning.encrypted_content"]
-        if options.session_id:
-            body["prompt_cache_key"] = options.session_id
-        headers = {**model.headers, **options.headers}
+        if model.reasoning:
+            body.update(_reasoning(model, options.reasoning))
+        flags = model.compat_flags
+        key = session_key(options)
+        if key is not None and flags.get("promptCacheKeyMode") != "disabled":
+            body["prompt_cache_key"] = key
+        retention = options.cache_retention
+        long = retention == "long" and flags.get("supportsLongCacheRetention") is not False
+        if flags.get("supportsExplicitPromptCacheMode") is True:
+            if retention == "none":
+                body["prompt_cache_options"] = {"mode": "explicit"}
+            elif long:
+                body["prompt_cache_options"] = {"ttl": "30m"}
+        elif long:
+            body["prompt_cache_retention"] = "24h"
+        headers = {**model.headers}
+        if key is not None:
+            headers.update(_session_headers(model, key))
+        headers.update(options.headers)
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         return HttpRequest(model.base_url.rstrip("/") + "/responses", headers, body)
