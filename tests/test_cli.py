@@ -1235,3 +1235,60 @@ async def test_chat_tells_a_run_that_reaches_its_budget_and_is_not_an_error(
     assert result.code == 0, result  # a budget is not an error
     assert len(server.requests) == 1
     assert "  budget reached: turns budget of 1 reached (used 1)" in result.err.splitlines()
+
+
+# -- the conversation's prompt cache ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "marks"),
+    [
+        ((), [{"type": "ephemeral"}]),
+        (("--cache-retention", "long"), [{"type": "ephemeral", "ttl": "1h"}]),
+        (("--cache-retention", "none"), []),
+    ],
+)
+async def test_cache_retention_sets_the_breakpoints_of_every_request(
+    tmp_path: Path, flag: tuple[str, ...], marks: list[dict[str, str]]
+) -> None:
+    """Each request of a command marks its cache breakpoints with the retention asked
+    for (short by default), and ``none`` asks for no caching at all."""
+    (tmp_path / "notes.txt").write_text(NOTES)
+    api = next(api for api in APIS if api.name == "anthropic")
+    async with open_sse_server(search_call(api), answer(api)) as server:
+        argv = ["run", "Find ping", *model_options(api, server.url, key=True), *flag]
+        result = await cli(argv, env=keyed(api), cwd=tmp_path)
+    assert result.code == 0, result
+    assert len(server.requests) == 2
+    for request in server.requests:
+        sent = _marks(json.loads(request.body))
+        assert sent == ([] if not marks else sent[:1] * len(sent))
+        assert {json.dumps(mark, sort_keys=True) for mark in sent} == {
+            json.dumps(mark, sort_keys=True) for mark in marks
+        }
+
+
+def _marks(value: Any) -> list[Any]:
+    """Every ``cache_control`` of a request body, in order."""
+    if isinstance(value, dict):
+        found = [value["cache_control"]] if "cache_control" in value else []
+        for item in value.values():
+            found += _marks(item)
+        return found
+    if isinstance(value, list):
+        return [mark for item in value for mark in _marks(item)]
+    return []
+
+
+async def test_a_command_names_its_conversation_for_the_prompt_cache(tmp_path: Path) -> None:
+    """Every request of one command carries the same cache key, another command another."""
+    (tmp_path / "notes.txt").write_text(NOTES)
+    api = next(api for api in APIS if api.name == "openai_responses")
+    async with open_sse_server(search_call(api), answer(api), answer(api)) as server:
+        options = ["run", "Find ping", *model_options(api, server.url, key=True)]
+        first = await cli(options, env=keyed(api), cwd=tmp_path)
+        second = await cli(options, env=keyed(api), cwd=tmp_path)
+    assert (first.code, second.code) == (0, 0), (first, second)
+    keys = [json.loads(request.body)["prompt_cache_key"] for request in server.requests]
+    assert all(re.fullmatch("[0-9a-f]{32}", key) for key in keys), keys
+    assert keys[0] == keys[1] != keys[2]
