@@ -209,6 +209,7 @@ _OMITTED_WHEN: dict[str, object] = {
     "details": None,
     "usage": None,
     "terminate": None,
+    "cacheWrite1h": 0,  # CPython has one int 0: "is" finds it
 }
 
 
@@ -291,7 +292,13 @@ def _is_free_form(into: Any) -> bool:
     return into is Any or (typing.get_origin(into) is dict and typing.get_args(into)[1:] == (Any,))
 
 
+_KEYS = {"cache_write_long": "cacheWrite1h"}
+"""Fields whose JSON key is pi's own name, not their name in camelCase."""
+
+
 def _camel(name: str) -> str:
+    if name in _KEYS:
+        return _KEYS[name]
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 
