@@ -5,6 +5,7 @@ providers.md ("Anthropic messages"), wire-formats.md §2.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -13,6 +14,8 @@ import attrs
 import pydantic
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests._providers import (
     PIECES,
@@ -42,6 +45,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import anthropic
+from trio_agent.providers._transport import _check_headers
 from trio_agent.testing import (
     EventRecorder,
     ScriptedResponse,
@@ -1466,3 +1470,25 @@ async def test_a_text_tool_result_goes_as_one_string(clock: Any) -> None:
     first, second = body["messages"][-1]["content"]
     assert first["content"] == "one\ntwo"
     assert second["content"] == [{"type": "text", "text": "map"}, IMAGE_BLOCK]
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=st.text(max_size=120), second=st.text(max_size=120))
+def test_any_session_id_makes_a_header_the_request_can_carry(first: str, second: str) -> None:
+    """Whatever the session id: the affinity header passes the transport's check (the
+    request is sent), never holds more than the first 64 characters, and two keys that
+    differ are sent differently."""
+    claude = anthropic.model("anthropic/claude-sonnet-4.5", provider="openrouter")
+    sent = []
+    for session_id in (first, second):
+        request = anthropic.provider().build_request(
+            claude, context(), options(session_id=session_id), "key"
+        )
+        _check_headers(request.headers)
+        value = request.headers.get("x-session-id")
+        assert (value is None) == (not session_id)
+        if len(session_id) > 64:
+            assert session_id not in str(request.headers) + json.dumps(request.body)
+        sent.append(value)
+    if first[:64] != second[:64]:
+        assert sent[0] != sent[1]
