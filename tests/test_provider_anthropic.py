@@ -32,6 +32,7 @@ from trio_agent import (
     AgentLoopConfig,
     AssistantMessage,
     ImageContent,
+    LlmContext,
     Model,
     ModelCost,
     TextContent,
@@ -53,6 +54,7 @@ from trio_agent.testing import (
     open_sse_server,
     sse_body,
 )
+from trio_agent.testing.strategies import transcripts
 
 MODEL_ID = "claude-sonnet-4-5"
 IMAGE = ImageContent("aGk=", "image/png")
@@ -1492,3 +1494,53 @@ def test_any_session_id_makes_a_header_the_request_can_carry(first: str, second:
         sent.append(value)
     if first[:64] != second[:64]:
         assert sent[0] != sent[1]
+
+
+MODELS = {"anthropic": MODEL_ID, "fireworks": "accounts/fireworks/models/kimi-k2p6"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    transcript=transcripts(max_exchanges=2, max_tool_calls=2),
+    retention=st.sampled_from(["short", "long", "none"]),
+    system_prompt=st.sampled_from(["", "Be brief."]),
+    tools=st.sampled_from([(), (ECHO,), (ECHO, SHOUT)]),
+    provider=st.sampled_from(["anthropic", "fireworks"]),
+)
+def test_the_breakpoints_of_any_transcript_are_where_pi_ai_puts_them(
+    transcript: list[Any], retention: str, system_prompt: str, tools: Any, provider: str
+) -> None:
+    """At most three breakpoints (the API refuses more than four): the system prompt, the
+    last tool (where the host takes one), the last block of the last message when that
+    is the user's; none with ``cache_retention="none"``."""
+    claude = anthropic.model(MODELS[provider], provider=provider)
+    ctx = LlmContext(system_prompt, transcript, tools)
+    body = (
+        anthropic.provider()
+        .build_request(claude, ctx, options(cache_retention=retention), "key")
+        .body
+    )
+    expected: list[str] = []
+    if retention != "none":
+        if system_prompt:
+            expected.append("system")
+        if tools and provider == "anthropic":
+            expected.append("tools")
+        if body["messages"] and body["messages"][-1]["role"] == "user":
+            expected.append("last")
+    found = []
+    for where, blocks in [
+        ("system", body.get("system", [])),
+        ("tools", body.get("tools", [])),
+        *[("messages", m["content"]) for m in body["messages"]],
+    ]:
+        for block in blocks:
+            if "cache_control" in block:
+                found.append(where)
+                assert block["cache_control"]["type"] == "ephemeral"
+    if found and found[-1] == "messages":
+        assert "cache_control" in body["messages"][-1]["content"][-1]
+        found[-1] = "last"
+    if "tools" in found:
+        assert "cache_control" in body["tools"][-1]
+    assert found == expected
