@@ -595,6 +595,9 @@ def test_one_hour_cache_writes_are_pis_cache_write_1h_and_left_out_when_0() -> N
         "totalTokens",
         "cost",
     ]
+    wrong = {**message, "usage": {**usage, "cacheWrite1h": "3", "totalTokens": 8}}
+    with pytest.raises(TranscriptError, match=r"got str '3' @ \$\[0\]\.usage\.cacheWrite1h$"):
+        loads(json.dumps([wrong]))
 
 
 def test_loads_a_pi_tool_result_message() -> None:
