@@ -564,6 +564,42 @@ def test_loads_a_pi_assistant_message() -> None:
     assert expected == loads(text)
 
 
+def test_one_hour_cache_writes_are_pis_cache_write_1h_and_left_out_when_0() -> None:
+    """pi's Anthropic replies carry ``cacheWrite1h`` (0 when none were written): read as
+    ``cache_write_long``, written back under pi's key, and left out when 0, so a usage
+    without one-hour writes is written as before."""
+    usage = {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 5, "cacheWrite1h": 3}
+    message = {
+        "role": "assistant",
+        "content": [],
+        "api": "anthropic-messages",
+        "provider": "anthropic",
+        "model": "claude-sonnet-4-5",
+        "usage": {**usage, "totalTokens": 8},
+        "stopReason": "stop",
+        "timestamp": 1,
+    }
+    (loaded,) = loads(json.dumps([message]))
+    assert isinstance(loaded, AssistantMessage)
+    assert (loaded.usage.cache_write, loaded.usage.cache_write_long) == (5, 3)
+    assert to_json(loaded)["usage"]["cacheWrite1h"] == 3
+    zero = {**message, "usage": {**usage, "cacheWrite1h": 0, "totalTokens": 8}}
+    (loaded_zero,) = loads(json.dumps([zero]))
+    assert loaded_zero == attrs.evolve(loaded, usage=attrs.evolve(loaded.usage, cache_write_long=0))
+    assert "cacheWrite1h" not in to_json(loaded_zero)["usage"]
+    assert list(to_json(Usage())) == [
+        "input",
+        "output",
+        "cacheRead",
+        "cacheWrite",
+        "totalTokens",
+        "cost",
+    ]
+    wrong = {**message, "usage": {**usage, "cacheWrite1h": "3", "totalTokens": 8}}
+    with pytest.raises(TranscriptError, match=r"got str '3' @ \$\[0\]\.usage\.cacheWrite1h$"):
+        loads(json.dumps([wrong]))
+
+
 def test_loads_a_pi_tool_result_message() -> None:
     text = json.dumps(
         [

@@ -5,6 +5,7 @@ providers.md ("Anthropic messages"), wire-formats.md §2.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -13,6 +14,8 @@ import attrs
 import pydantic
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests._providers import (
     PIECES,
@@ -29,6 +32,7 @@ from trio_agent import (
     AgentLoopConfig,
     AssistantMessage,
     ImageContent,
+    LlmContext,
     Model,
     ModelCost,
     TextContent,
@@ -42,6 +46,7 @@ from trio_agent import (
     run_agent_loop,
 )
 from trio_agent.providers import anthropic
+from trio_agent.providers._transport import _check_headers
 from trio_agent.testing import (
     EventRecorder,
     ScriptedResponse,
@@ -49,6 +54,7 @@ from trio_agent.testing import (
     open_sse_server,
     sse_body,
 )
+from trio_agent.testing.strategies import transcripts
 
 MODEL_ID = "claude-sonnet-4-5"
 IMAGE = ImageContent("aGk=", "image/png")
@@ -319,6 +325,10 @@ async def test_other_stop_reasons(clock: Any, reason: str, stop: str) -> None:
 # --- the request ---------------------------------------------------------------------------------
 
 
+EPHEMERAL = {"type": "ephemeral"}
+"""A cache breakpoint of the service's five-minute cache."""
+
+
 async def request_of(server_model: Any, ctx: Any = None, **opts: Any) -> dict[str, Any]:
     async with open_sse_server(sse("text.sse")) as server:
         await call(anthropic.stream, server_model(server.url), ctx, options(**opts))
@@ -363,7 +373,7 @@ async def test_the_request_for_a_transcript(clock: Any) -> None:
         "model": MODEL_ID,
         "max_tokens": 1000,
         "stream": True,
-        "system": "Be brief.",
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": EPHEMERAL}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE_BLOCK]},
             {
@@ -388,15 +398,21 @@ async def test_the_request_for_a_transcript(clock: Any) -> None:
                     {
                         "type": "tool_result",
                         "tool_use_id": "toolu_2",
-                        "content": [{"type": "text", "text": "No result provided"}],
+                        "content": "No result provided",
                         "is_error": True,
                     },
-                    {"type": "text", "text": "next"},  # the aborted reply between is left out
+                    # the aborted reply between is left out
+                    {"type": "text", "text": "next", "cache_control": EPHEMERAL},
                 ],
             },
         ],
         "tools": [
-            {"name": "echo", "description": "the echo tool", "input_schema": ECHO.parameters}
+            {
+                "name": "echo",
+                "description": "the echo tool",
+                "input_schema": ECHO.parameters,
+                "cache_control": EPHEMERAL,
+            }
         ],
         "temperature": 0.2,
     }
@@ -584,7 +600,12 @@ async def test_no_system_and_no_tools_when_there_are_none(clock: Any) -> None:
         "model": MODEL_ID,
         "max_tokens": 32_000,
         "stream": True,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": EPHEMERAL}],
+            }
+        ],
     }
 
 
@@ -600,7 +621,7 @@ async def test_adjacent_messages_of_one_role_are_merged_and_empty_ones_left_out(
         ours(ThinkingContent("unsigned"), stop_reason="stop"),
         UserMessage.text("three"),
     )
-    body = await request_of(model, ctx)
+    body = await request_of(model, ctx, cache_retention="none")
     assert body["messages"] == [
         {
             "role": "user",
@@ -616,7 +637,7 @@ async def test_adjacent_messages_of_one_role_are_merged_and_empty_ones_left_out(
 
 async def test_images_are_left_out_for_a_text_only_model(clock: Any) -> None:
     ctx = context(UserMessage((TextContent("look"), IMAGE)))
-    body = await request_of(lambda url: model(url, input=("text",)), ctx)
+    body = await request_of(lambda url: model(url, input=("text",)), ctx, cache_retention="none")
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "look"}]}]
 
 
@@ -643,7 +664,7 @@ async def test_tool_ids_of_other_providers_are_made_valid_in_calls_and_results(
         ),
         ToolResultMessage(tool_call_id=long_id, tool_name="echo", content=(TextContent("B"),)),
     )
-    body = await request_of(model, ctx)
+    body = await request_of(model, ctx, cache_retention="none")
     hashed = anthropic.tool_id(long_id)
     assert body["messages"][1:] == [
         {
@@ -660,13 +681,13 @@ async def test_tool_ids_of_other_providers_are_made_valid_in_calls_and_results(
                 {
                     "type": "tool_result",
                     "tool_use_id": "call_1_fc_1",
-                    "content": [{"type": "text", "text": "A"}],
+                    "content": "A",
                     "is_error": False,
                 },
                 {
                     "type": "tool_result",
                     "tool_use_id": hashed,
-                    "content": [{"type": "text", "text": "B"}],
+                    "content": "B",
                     "is_error": False,
                 },
             ],
@@ -688,7 +709,7 @@ async def test_tool_results_without_their_call_are_left_out(clock: Any) -> None:
         ToolResultMessage(tool_call_id="toolu_9", tool_name="echo", content=(TextContent("r"),)),
         UserMessage.text("again"),
     )
-    body = await request_of(model, ctx)
+    body = await request_of(model, ctx, cache_retention="none")
     assert body["messages"] == [
         {
             "role": "user",
@@ -965,8 +986,9 @@ async def test_the_whole_loop_runs_a_tool_and_sends_its_result(clock: Any) -> No
                 {
                     "type": "tool_result",
                     "tool_use_id": "toolu_e",
-                    "content": [{"type": "text", "text": "echo:x"}],
+                    "content": "echo:x",
                     "is_error": False,
+                    "cache_control": EPHEMERAL,
                 }
             ],
         },
@@ -1226,3 +1248,299 @@ async def test_an_anthropic_beta_header_of_the_call_replaces_the_providers(clock
         catalog("claude-fable-5-1"), headers={"Anthropic-Beta": "my-feature"}, reasoning="low"
     )
     assert body["_headers"]["anthropic-beta"] == "my-feature"
+
+
+# --- the prompt cache ----------------------------------------------------------------------------
+
+SESSION = "s" * 36 + "-" + "0123456789" * 6 + "abc"  # 100 characters
+SHOUT = attrs.evolve(ECHO, name="shout", description="the shout tool")
+
+
+def _cached_context() -> Any:
+    """A tool conversation: a system prompt, two tools, a call and its result last."""
+    return context(
+        UserMessage.text("echo x"),
+        ours(ToolCall("toolu_e", "echo", {"value": "x"})),
+        ToolResultMessage(tool_call_id="toolu_e", tool_name="echo", content=[TextContent("x")]),
+        system_prompt="Be brief.",
+        tools=[ECHO, SHOUT],
+    )
+
+
+async def _catalog_request(
+    provider: str, model_id: str, ctx: Any = None, **opts: Any
+) -> tuple[dict[str, Any], dict[str, str], bytes]:
+    """The body, headers and raw body of the request for the catalog's model, sent to
+    its own host (which the loopback server stands in for)."""
+    found = anthropic.model(model_id, provider=provider)
+    async with open_sse_server(sse("text.sse")) as server:
+        if "{" in found.base_url:  # a URL with the account's placeholders
+            found = attrs.evolve(found, base_url=server.url)
+        async with as_if_at(server.url) as client:
+            provider_ = anthropic.Anthropic(client)
+            result = await call(provider_.stream, found, ctx or _cached_context(), options(**opts))
+    assert result.message.stop_reason == "stop", result.message.error_message
+    request = server.requests[0]
+    return request.json, request.headers, request.body
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id", "on_tools", "affinity", "thinking"),
+    [
+        ("anthropic", "claude-sonnet-4-5", True, None, {"type": "disabled"}),
+        ("anthropic", "claude-fable-5", True, None, None),  # its thinking can't be off
+        ("openrouter", "anthropic/claude-sonnet-4.5", True, "x-session-id", {"type": "disabled"}),
+        (
+            "fireworks",
+            "accounts/fireworks/models/kimi-k2p6",
+            False,  # the host refuses a breakpoint on a tool
+            "x-session-affinity",
+            {"type": "disabled"},
+        ),
+        (
+            "cloudflare-ai-gateway",
+            "claude-sonnet-4.5",
+            True,
+            "x-session-affinity",
+            {"type": "disabled"},
+        ),
+    ],
+)
+async def test_the_prompt_cache_is_marked_as_pi_ai_marks_it_on_each_host(
+    clock: Any,
+    provider: str,
+    model_id: str,
+    on_tools: bool,
+    affinity: str | None,
+    thinking: Any,
+) -> None:
+    """The system prompt, the last tool (where the host takes it) and the last user
+    block are breakpoints of the five-minute cache; the session key goes in the host's
+    affinity header, cut to 64 characters; no reasoning level turns thinking off where
+    the model can stop thinking."""
+    body, headers, raw = await _catalog_request(provider, model_id, session_id=SESSION)
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": EPHEMERAL}]
+    assert [tool.get("cache_control") for tool in body["tools"]] == [
+        None,
+        EPHEMERAL if on_tools else None,
+    ]
+    assert [block.get("cache_control") for m in body["messages"] for block in m["content"]] == [
+        None,
+        None,
+        EPHEMERAL,  # the tool result, the last user block
+    ]
+    assert raw.count(b"cache_control") == (3 if on_tools else 2)
+    assert body.get("thinking") == thinking
+    sent = {name: value for name, value in headers.items() if value == SESSION[:64]}
+    assert sent == ({} if affinity is None else {affinity: SESSION[:64]})
+    assert SESSION.encode() not in raw
+    assert all(SESSION not in value for value in headers.values())
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id", "cache"),
+    [
+        ("anthropic", "claude-sonnet-4-5", {"type": "ephemeral", "ttl": "1h"}),
+        ("openrouter", "anthropic/claude-sonnet-4.5", {"type": "ephemeral", "ttl": "1h"}),
+        # supportsLongCacheRetention: false, the host's own cache
+        ("fireworks", "accounts/fireworks/models/kimi-k2p6", EPHEMERAL),
+    ],
+)
+async def test_long_retention_asks_for_an_hour_where_the_host_keeps_one(
+    clock: Any, provider: str, model_id: str, cache: Any
+) -> None:
+    body, _, _ = await _catalog_request(provider, model_id, cache_retention="long")
+    marks = [body["system"][0], body["tools"][-1], body["messages"][-1]["content"][-1]]
+    if provider == "fireworks":
+        marks.pop(1)
+    assert [mark.get("cache_control") for mark in marks] == [cache] * len(marks)
+
+
+@pytest.mark.parametrize(
+    ("provider", "model_id"),
+    [
+        ("openrouter", "anthropic/claude-sonnet-4.5"),
+        ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
+    ],
+)
+async def test_no_retention_sends_no_breakpoint_and_no_session_header(
+    clock: Any, provider: str, model_id: str
+) -> None:
+    body, headers, raw = await _catalog_request(
+        provider, model_id, session_id="s-1", cache_retention="none"
+    )
+    assert b"cache_control" not in raw
+    assert body["system"] == [{"type": "text", "text": "Be brief."}]
+    assert "s-1" not in headers.values()
+
+
+async def test_a_session_key_a_header_cannot_carry_is_percent_encoded(clock: Any) -> None:
+    """The request is sent, and two keys stay apart: a character that is not printable
+    ASCII (or a ``%``) becomes its UTF-8 bytes' escapes."""
+    _, headers, _ = await _catalog_request(
+        "openrouter", "anthropic/claude-sonnet-4.5", session_id="é 1%\n"
+    )
+    assert headers["x-session-id"] == "%C3%A9%201%25%0A"
+
+
+async def test_the_breakpoint_is_the_last_user_block_before_the_effort_message(
+    clock: Any,
+) -> None:
+    """A model whose effort is set mid-conversation ends its messages with a ``system``
+    message: the breakpoint stays on the user's last block, as pi-ai puts it."""
+    body, _, _ = await _catalog_request("anthropic", "claude-fable-5-1", reasoning="low")
+    last, effort = body["messages"][-2:]
+    assert effort == {"role": "system", "content": [], "output_config": {"effort": "low"}}
+    assert last["content"][-1]["cache_control"] == EPHEMERAL
+
+
+async def test_no_breakpoint_when_the_conversation_ends_with_the_model(clock: Any) -> None:
+    ctx = context(UserMessage.text("hi"), ours(TextContent("hello"), stop_reason="stop"))
+    body = await request_of(model, ctx)
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
+    assert "cache_control" not in str(body["messages"])
+
+
+def _usage_stream(usage: str) -> ScriptedResponse:
+    text = fixture("anthropic", "text.sse")
+    start = text.index(b'"usage":{"input_tokens":25')
+    end = text.index(b"}}}", start) + 1
+    return ScriptedResponse(body=text[:start] + b'"usage":' + usage.encode() + text[end:])
+
+
+async def test_one_hour_cache_writes_are_counted_and_cost_twice_the_input(clock: Any) -> None:
+    usage = (
+        '{"input_tokens":10,"cache_creation_input_tokens":1000,"cache_read_input_tokens":0,'
+        '"cache_creation":{"ephemeral_5m_input_tokens":400,"ephemeral_1h_input_tokens":600},'
+        '"output_tokens":1}'
+    )
+    async with open_sse_server(_usage_stream(usage)) as server:
+        priced = attrs.evolve(
+            model(server.url), cost=ModelCost(input=3.0, output=15.0, cache_write=3.75)
+        )
+        result = await call(anthropic.stream, priced)
+    assert (result.message.usage.cache_write, result.message.usage.cache_write_long) == (
+        1000,
+        600,
+    )
+    assert result.message.usage.cost.cache_write == pytest.approx((400 * 3.75 + 600 * 6) / 1e6)
+    assert result.message.usage.cost.total == pytest.approx(
+        (10 * 3 + 12 * 15 + 400 * 3.75 + 600 * 6) / 1e6
+    )
+
+
+async def test_one_hour_writes_beyond_all_writes_cost_as_all_of_them(clock: Any) -> None:
+    """A server's count of one-hour writes above its count of writes prices no negative
+    short writes: all the writes are priced as one-hour writes."""
+    usage = (
+        '{"input_tokens":0,"cache_creation_input_tokens":100,'
+        '"cache_creation":{"ephemeral_1h_input_tokens":500},"output_tokens":0}'
+    )
+    async with open_sse_server(_usage_stream(usage)) as server:
+        priced = attrs.evolve(model(server.url), cost=ModelCost(input=3.0, cache_write=3.75))
+        result = await call(anthropic.stream, priced)
+    assert result.message.usage.cost.cache_write == pytest.approx(100 * 6 / 1e6)
+
+
+async def test_a_malformed_count_of_one_hour_writes_is_an_error_naming_it(clock: Any) -> None:
+    usage = '{"input_tokens":1,"cache_creation":{"ephemeral_1h_input_tokens":[1]}}'
+    async with open_sse_server(_usage_stream(usage)) as server:
+        result = await call(anthropic.stream, model(server.url))
+    assert result.message.stop_reason == "error"
+    assert result.message.error_message == (
+        "malformed message_start event from anthropic: "
+        "message.usage.cache_creation.ephemeral_1h_input_tokens is [1], not a token count"
+    )
+
+
+async def test_a_text_tool_result_goes_as_one_string(clock: Any) -> None:
+    """Texts alone are joined by newlines into one string, as pi-ai sends them (fewer
+    tokens billed on every later request); with an image they stay blocks."""
+    ctx = context(
+        UserMessage.text("q"),
+        ours(ToolCall("toolu_1", "echo", {}), ToolCall("toolu_2", "echo", {})),
+        ToolResultMessage(
+            tool_call_id="toolu_1",
+            tool_name="echo",
+            content=(TextContent("one"), TextContent(""), TextContent("two")),
+        ),
+        ToolResultMessage(
+            tool_call_id="toolu_2", tool_name="echo", content=(TextContent("map"), IMAGE)
+        ),
+    )
+    body = await request_of(model, ctx, cache_retention="none")
+    first, second = body["messages"][-1]["content"]
+    assert first["content"] == "one\ntwo"
+    assert second["content"] == [{"type": "text", "text": "map"}, IMAGE_BLOCK]
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=st.text(max_size=120), second=st.text(max_size=120))
+def test_any_session_id_makes_a_header_the_request_can_carry(first: str, second: str) -> None:
+    """Whatever the session id: the affinity header passes the transport's check (the
+    request is sent), never holds more than the first 64 characters, and two keys that
+    differ are sent differently."""
+    claude = anthropic.model("anthropic/claude-sonnet-4.5", provider="openrouter")
+    sent = []
+    for session_id in (first, second):
+        request = anthropic.provider().build_request(
+            claude, context(), options(session_id=session_id), "key"
+        )
+        _check_headers(request.headers)
+        value = request.headers.get("x-session-id")
+        assert (value is None) == (not session_id)
+        if len(session_id) > 64:
+            assert session_id not in str(request.headers) + json.dumps(request.body)
+        sent.append(value)
+    if first[:64] != second[:64]:
+        assert sent[0] != sent[1]
+
+
+MODELS = {"anthropic": MODEL_ID, "fireworks": "accounts/fireworks/models/kimi-k2p6"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    transcript=transcripts(max_exchanges=2, max_tool_calls=2),
+    retention=st.sampled_from(["short", "long", "none"]),
+    system_prompt=st.sampled_from(["", "Be brief."]),
+    tools=st.sampled_from([(), (ECHO,), (ECHO, SHOUT)]),
+    provider=st.sampled_from(["anthropic", "fireworks"]),
+)
+def test_the_breakpoints_of_any_transcript_are_where_pi_ai_puts_them(
+    transcript: list[Any], retention: str, system_prompt: str, tools: Any, provider: str
+) -> None:
+    """At most three breakpoints (the API refuses more than four): the system prompt, the
+    last tool (where the host takes one), the last block of the last message when that
+    is the user's; none with ``cache_retention="none"``."""
+    claude = anthropic.model(MODELS[provider], provider=provider)
+    ctx = LlmContext(system_prompt, transcript, tools)
+    body = (
+        anthropic.provider()
+        .build_request(claude, ctx, options(cache_retention=retention), "key")
+        .body
+    )
+    expected: list[str] = []
+    if retention != "none":
+        if system_prompt:
+            expected.append("system")
+        if tools and provider == "anthropic":
+            expected.append("tools")
+        if body["messages"] and body["messages"][-1]["role"] == "user":
+            expected.append("last")
+    found = []
+    for where, blocks in [
+        ("system", body.get("system", [])),
+        ("tools", body.get("tools", [])),
+        *[("messages", m["content"]) for m in body["messages"]],
+    ]:
+        for block in blocks:
+            if "cache_control" in block:
+                found.append(where)
+                assert block["cache_control"]["type"] == "ephemeral"
+    if found and found[-1] == "messages":
+        assert "cache_control" in body["messages"][-1]["content"][-1]
+        found[-1] = "last"
+    if "tools" in found:
+        assert "cache_control" in body["tools"][-1]
+    assert found == expected

@@ -148,8 +148,9 @@ def anthropic_replay(value: str) -> list[Any]:
                 {
                     "type": "tool_result",
                     "tool_use_id": "toolu_e",
-                    "content": [{"type": "text", "text": f"echo:{value}"}],
+                    "content": f"echo:{value}",
                     "is_error": False,
+                    "cache_control": {"type": "ephemeral"},  # the last user block
                 }
             ],
         },

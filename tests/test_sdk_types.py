@@ -365,6 +365,32 @@ async def test_the_request_with_the_effort_in_the_messages_is_of_the_sdks_beta_t
     assert efforts == ["medium", "medium", efforts[-1]]  # each earlier turn, then the asked
 
 
+@pytest.mark.parametrize("retention", ["short", "long", "none"])
+@pytest.mark.parametrize(
+    ("provider", "model_id"),
+    [
+        ("anthropic", "claude-sonnet-4-5"),
+        ("anthropic", "claude-fable-5"),
+        ("openrouter", "anthropic/claude-sonnet-4.5"),
+        ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
+    ],
+)
+async def test_the_anthropic_request_with_its_prompt_cache_is_of_the_sdks_type(
+    clock: Any, provider: str, model_id: str, retention: str
+) -> None:
+    """The cache breakpoints (``cache_control``, with a ``ttl`` for the long retention)
+    on the system prompt, the last tool and the last user block are the SDK's fields."""
+    async with open_sse_server(ScriptedResponse(body=b"")) as server:
+        model = attrs.evolve(anthropic.model(model_id, provider=provider), base_url=server.url)
+        ctx = context(*rich_transcript(model), system_prompt="Be brief.", tools=[WEATHER, ECHO])
+        opts = options(session_id="session-1", cache_retention=retention, max_tokens=4_000)
+        await call(anthropic.stream, model, ctx, opts)
+    body: dict[str, Any] = server.requests[0].json
+    check_request(anthropic.API, body)
+    marks = json.dumps(body).count('"cache_control"')
+    assert marks == {"none": 0}.get(retention, 2 if provider == "fireworks" else 3)
+
+
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize(
     ("provider", "model_id"),

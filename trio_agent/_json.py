@@ -209,6 +209,7 @@ _OMITTED_WHEN: dict[str, object] = {
     "details": None,
     "usage": None,
     "terminate": None,
+    "cacheWrite1h": 0,  # CPython has one int 0: "is" finds it
 }
 
 
@@ -291,6 +292,12 @@ def _is_free_form(into: Any) -> bool:
     return into is Any or (typing.get_origin(into) is dict and typing.get_args(into)[1:] == (Any,))
 
 
+_KEYS: dict[tuple[type[Any], str], str] = {(Usage, "cache_write_long"): "cacheWrite1h"}
+"""Fields whose JSON key is pi's own name, not their name in camelCase."""
+_KEY_NAMES = {name: key for (_, name), key in _KEYS.items()}
+"""The same keys by field name, for the paths of error messages."""
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
@@ -305,7 +312,7 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
         types = {field.name: field.type for field in fields}
     renames = {
         field.name: override(
-            rename=_camel(field.alias),
+            rename=_KEYS.get((cls, field.name)) or _camel(field.alias),
             unstruct_hook=(
                 _free_form(f"{cls.__name__}.{field.name}")
                 if _is_free_form(types.get(field.name))
@@ -527,7 +534,8 @@ def _problems(exc: BaseException, path: str) -> list[str]:
         if isinstance(note, cattrs.IterableValidationNote):
             step = f"{path}[{note.index!r}]"
         else:
-            step = f"{path}.{_camel(note.name.lstrip('_'))}"
+            name = note.name.lstrip("_")
+            step = f"{path}.{_KEY_NAMES.get(name) or _camel(name)}"
         if isinstance(inner, cattrs.ClassValidationError | cattrs.IterableValidationError):
             problems.extend(_problems(inner, step))
         else:

@@ -142,12 +142,19 @@ class Cost:
 @fast_init
 @attrs.frozen(kw_only=True)
 class Usage:
-    """Tokens a reply used: ``input`` excludes cache reads, ``output`` includes reasoning."""
+    """Tokens a reply used: ``input`` excludes cache reads, ``output`` includes reasoning.
+
+    ``cache_write`` counts every token written to the prompt cache;
+    ``cache_write_long`` is the part of them written for an hour (Anthropic's
+    ``cache_retention="long"``), billed at twice the input price instead of the
+    cache-write price. In JSON it is pi's ``cacheWrite1h``, left out when 0.
+    """
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_long: int = 0
     total_tokens: int = 0
     cost: Cost = Cost()
 

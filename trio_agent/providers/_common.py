@@ -268,13 +268,21 @@ def priced(usage: Usage, model: Model) -> Usage:
 
     A long request is priced by the cost table's tier for its input (input, cache
     read and cache write tokens together), as pi-ai's ``calculateCost``: providers bill
-    the whole request at the higher rate once its prompt passes the threshold.
+    the whole request at the higher rate once its prompt passes the threshold. Cache
+    writes that live an hour (``cache_write_long``, the part of ``cache_write`` a
+    ``cache_retention="long"`` request wrote) cost twice the input rate, the others
+    the cache-write rate, as Anthropic bills them; a ``cache_write_long`` above
+    ``cache_write`` counts as all of it.
     """
     table = model.cost.rates(usage.input + usage.cache_read + usage.cache_write)
     input_cost = usage.input * table.input / 1e6
     output_cost = usage.output * table.output / 1e6
     read_cost = usage.cache_read * table.cache_read / 1e6
     write_cost = usage.cache_write * table.cache_write / 1e6
+    if usage.cache_write_long:
+        long = min(usage.cache_write_long, usage.cache_write)
+        short = usage.cache_write - long
+        write_cost = (short * table.cache_write + long * table.input * 2) / 1e6
     return attrs.evolve(
         usage,
         cost=Cost(

@@ -39,6 +39,21 @@ level's effort (``high`` when none is asked); the two beta features this takes
 go in ``anthropic-beta``. An ``anthropic-beta`` header of the model or the call
 replaces the one the provider would send.
 
+The prompt cache, as pi-ai marks it: the system prompt (sent as one text block),
+the last tool (not on a host whose rules say ``supportsCacheControlOnTools:
+false``, such as Fireworks) and the last block of the last message, when that is
+the user's, carry ``cache_control: {"type": "ephemeral"}``, so each request
+reads the conversation so far from the cache and writes only what is new. With
+``cache_retention="long"`` the breakpoints ask for ``"ttl": "1h"`` (unless the
+rules say ``supportsLongCacheRetention: false``: then the five minutes); with
+``"none"`` there are none. The session key (:func:`session_key`, the
+``session_id`` cut to 64 characters) goes in a session-affinity header where the
+model's rules say ``sendSessionAffinityHeaders`` (and on OpenRouter, by default):
+``x-session-id`` in OpenRouter's format, else ``x-session-affinity``; a character
+a header cannot carry is percent-encoded. ``usage.cache_creation.
+ephemeral_1h_input_tokens`` becomes ``Usage.cache_write_long``, which costs twice
+the input price.
+
 Reading the stream: ``message_start`` (the response id and first usage),
 content blocks by index (text, thinking with its ``signature_delta``,
 ``redacted_thinking``, ``tool_use`` with its ``input_json_delta`` pieces;
@@ -81,6 +96,7 @@ from ._common import (
     offers,
     parse_json,
     prepare_messages,
+    session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, path, show, string
 from ._sse import SseEvent
@@ -232,15 +248,25 @@ def _assistant(message: AssistantMessage) -> list[dict[str, Any]]:
 
 
 def _tool_result(message: ToolResultMessage, model: Model) -> dict[str, Any]:
+    """A ``tool_result`` block; text alone goes as one string (its texts joined by
+    newlines, as pi-ai sends it: the same to the model, and fewer tokens to bill)."""
     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id(message.tool_call_id)}
     content = _blocks(message.content, model)
     if content:
-        result["content"] = content
+        if all(block["type"] == "text" for block in content):
+            result["content"] = "\n".join(block["text"] for block in content)
+        else:
+            result["content"] = content
     result["is_error"] = message.is_error
     return result
 
 
-def _messages(model: Model, context: LlmContext, effort: str | None = None) -> list[dict[str, Any]]:
+def _messages(
+    model: Model,
+    context: LlmContext,
+    effort: str | None = None,
+    cache: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """The ``messages`` array: roles alternate (adjacent messages of one role are merged,
     so the results of one turn's calls share a user message), and empty turns are left
     out, as are tool results whose call is not in the assistant turn before them.
@@ -249,6 +275,10 @@ def _messages(model: Model, context: LlmContext, effort: str | None = None) -> l
     (``supportsMidConvoEffort``): each assistant turn this provider made is preceded by a
     ``system`` message with the effort it was made at (its ``provider_thinking_level``),
     and the array ends with one asking for ``effort``, as pi-ai does.
+
+    ``cache`` (a ``cache_control``) marks the last block of the last message when
+    that is the user's (its text, image or tool results): the conversation so far
+    is written to the prompt cache, and the next request reads it back.
     """
     out: list[dict[str, Any]] = []
     efforts: dict[int, str] = {}  # the index in out of an assistant turn -> its effort
@@ -282,6 +312,9 @@ def _messages(model: Model, context: LlmContext, effort: str | None = None) -> l
                 add("user", [result])
         else:
             add("user", _user(message, model))
+    if cache is not None and out and out[-1]["role"] == "user":
+        blocks = out[-1]["content"]
+        blocks[-1] = {**blocks[-1], "cache_control": cache}
     if effort is None:
         return out
     marked: list[dict[str, Any]] = []
@@ -402,6 +435,62 @@ def _takes_temperature(model: Model) -> bool:
     )
 
 
+def _flag(model: Model, name: str, default: Any) -> Any:
+    """The catalog rule ``name`` of ``model`` (``compat_flags``), or ``default`` where it
+    has none (absent or null, as pi-ai's ``??``)."""
+    value = model.compat_flags.get(name)
+    return default if value is None else value
+
+
+def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | None:
+    """The ``cache_control`` of the request's cache breakpoints, or None (no breakpoint)
+    with ``cache_retention="none"``.
+
+    ``{"type": "ephemeral"}`` is the service's five-minute cache; with
+    ``cache_retention="long"`` it gets ``"ttl": "1h"``, unless the model's rules say
+    ``supportsLongCacheRetention: false`` (as pi-ai's ``getCacheControl``).
+    """
+    retention = options.cache_retention
+    if retention == "none":
+        return None
+    if retention == "long" and _flag(model, "supportsLongCacheRetention", True):
+        return {"type": "ephemeral", "ttl": "1h"}
+    return {"type": "ephemeral"}
+
+
+def _openrouter(model: Model) -> bool:
+    return model.provider == "openrouter" or "openrouter.ai" in model.base_url
+
+
+def _affinity_header(model: Model) -> str | None:
+    """The header that carries the session key, so the host routes a conversation's
+    requests to where its prompt cache is (as pi-ai): on a model whose rules say
+    ``sendSessionAffinityHeaders`` (by default on OpenRouter), ``x-session-id`` when
+    ``sessionAffinityFormat`` is ``"openrouter"`` (OpenRouter's default), else
+    ``x-session-affinity``; None when the model's host takes none."""
+    openrouter = _openrouter(model)
+    if not _flag(model, "sendSessionAffinityHeaders", openrouter):
+        return None
+    style = _flag(model, "sessionAffinityFormat", "openrouter" if openrouter else None)
+    return "x-session-id" if style == "openrouter" else "x-session-affinity"
+
+
+_HEADER_SAFE = frozenset(chr(code) for code in range(0x21, 0x7F)) - {"%"}
+"""The characters a session key keeps in a header; others are percent-encoded (UTF-8)."""
+
+
+def _header_value(key: str) -> str:
+    """``key`` as a header can carry it: printable ASCII as it is, any other character
+    (a space, a control character, one that is not ASCII) percent-encoded, so every key
+    is sent and two keys stay apart."""
+    if all(char in _HEADER_SAFE for char in key):
+        return key
+    return "".join(
+        char if char in _HEADER_SAFE else "".join(f"%{byte:02X}" for byte in char.encode())
+        for char in key
+    )
+
+
 class Anthropic(HttpProvider):
     """The Anthropic messages provider. One instance per HTTP client."""
 
@@ -413,15 +502,19 @@ class Anthropic(HttpProvider):
         self, model: Model, context: LlmContext, options: StreamOptions, api_key: str | None
     ) -> HttpRequest:
         max_tokens = options.max_tokens or model.max_tokens
+        cache = _cache_control(model, options)
         body: dict[str, Any] = {"model": model.id, "max_tokens": max_tokens, "stream": True}
         if context.system_prompt:
-            body["system"] = context.system_prompt
+            system: dict[str, Any] = {"type": "text", "text": context.system_prompt}
+            if cache is not None:
+                system["cache_control"] = cache
+            body["system"] = [system]
         managed = _managed(model)
         body["messages"] = _messages(
-            model, context, _active_effort(model, options) if managed else None
+            model, context, _active_effort(model, options) if managed else None, cache
         )
         if context.tools:
-            body["tools"] = [
+            tools: list[dict[str, Any]] = [
                 {
                     "name": tool.name,
                     "description": tool.description,
@@ -429,10 +522,18 @@ class Anthropic(HttpProvider):
                 }
                 for tool in context.tools
             ]
+            if cache is not None and _flag(model, "supportsCacheControlOnTools", True):
+                tools[-1]["cache_control"] = cache
+            body["tools"] = tools
         body.update(_thinking(model, options, max_tokens))
         if not _thinking_on(body) and options.temperature is not None and _takes_temperature(model):
             body["temperature"] = options.temperature
         headers = {"anthropic-version": VERSION}
+        key = session_key(options)
+        if key is not None:
+            affinity = _affinity_header(model)
+            if affinity is not None:
+                headers[affinity] = _header_value(key)
         if managed:
             headers["anthropic-beta"] = _MANAGED_BETAS
         elif body.get("thinking", {}).get("type") == "enabled":
@@ -473,6 +574,11 @@ _USAGE_FIELDS = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
 )
+
+
+_LONG_WRITES = "ephemeral_1h_input_tokens"
+"""The cache writes of ``usage.cache_creation`` that live an hour (part of
+``cache_creation_input_tokens``)."""
 
 
 class _Block:
@@ -643,6 +749,7 @@ class _MessagesParser(Parser):
             output=output,
             cache_read=cache_read,
             cache_write=cache_write,
+            cache_write_long=counts.get(_LONG_WRITES, 0),
             total_tokens=input_tokens + output + cache_read + cache_write,
         )
 
@@ -675,6 +782,11 @@ def _counts(parent: dict[str, Any], where: str) -> dict[str, int] | None:
         value = count(raw, field, where)
         if value is not None:
             counts[field] = value
+    creation = obj(raw, "cache_creation", where)
+    if creation is not None:
+        value = count(creation, _LONG_WRITES, path(where, "cache_creation"))
+        if value is not None:
+            counts[_LONG_WRITES] = value
     return counts
 
 

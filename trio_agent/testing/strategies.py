@@ -208,6 +208,7 @@ def usages() -> SearchStrategy[Usage]:
         output=counts,
         cache_read=counts,
         cache_write=counts,
+        cache_write_long=counts,
         total_tokens=counts,
         cost=st.builds(
             Cost, input=money, output=money, cache_read=money, cache_write=money, total=money
