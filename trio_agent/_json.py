@@ -209,7 +209,7 @@ _OMITTED_WHEN: dict[str, object] = {
     "details": None,
     "usage": None,
     "terminate": None,
-    "cacheWrite1h": 0,  # CPython has one int 0: "is" finds it
+    "cacheWrite1h": 0,
 }
 
 
@@ -330,8 +330,11 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
     def to_json(value: Any) -> dict[str, Any]:
         data = unstructure(value)
         for key, omitted in _OMITTED_WHEN.items():
-            if key in data and data[key] is omitted:
-                del data[key]
+            if key in data:
+                value = data[key]
+                # Of the same type too: ``False == 0``, and a flag is not a count.
+                if value is omitted or (type(value) is type(omitted) and value == omitted):
+                    del data[key]
         return data if tag_name is None else {tag_name: tag, **data}
 
     def from_json(data: Any, _: Any) -> Any:
