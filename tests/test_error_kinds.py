@@ -7,6 +7,7 @@ fuzzed with what a server may choose.
 
 from __future__ import annotations
 
+import json
 import math
 import typing
 from typing import Any
@@ -115,7 +116,11 @@ async def test_a_529_from_anthropic_is_overloaded(clock: Any) -> None:
 @pytest.mark.parametrize(
     ("status", "body", "kind"),
     [
-        (401, {"error": {"type": "authentication_error", "message": "invalid x-api-key"}}, None),
+        (
+            401,
+            {"error": {"type": "authentication_error", "message": "invalid x-api-key"}},
+            "authentication",
+        ),
         (403, {"error": {"message": "Forbidden"}}, "authentication"),
         (400, {"error": {"type": "invalid_request_error", "message": "bad tool"}}, "refused"),
         (404, {"error": {"message": "model not found"}}, "refused"),
@@ -126,10 +131,10 @@ async def test_a_529_from_anthropic_is_overloaded(clock: Any) -> None:
     ],
 )
 async def test_each_status_has_its_kind(
-    clock: Any, status: int, body: Any, kind: ErrorKind | None
+    clock: Any, status: int, body: Any, kind: ErrorKind
 ) -> None:
     message = await reply_to(CHAT, ScriptedResponse.error(status, body))
-    assert fields(message) == ("error", kind or "authentication", status, None)
+    assert fields(message) == ("error", kind, status, None)
 
 
 # -- context overflow, as each service says it ---------------------------------------------
@@ -295,6 +300,12 @@ async def test_an_error_inside_a_google_stream(clock: Any) -> None:
     assert fields(message) == ("error", "server", None, None)
 
 
+async def test_an_unknown_stop_reason_is_refused(clock: Any) -> None:
+    body = fixture("anthropic", "unknown_stop_reason.sse")
+    message = await reply_to(ANTHROPIC, ScriptedResponse(body=body))
+    assert fields(message) == ("error", "refused", None, None)
+
+
 async def test_a_refusal_stop_is_refused(clock: Any) -> None:
     message = await reply_to(ANTHROPIC, ScriptedResponse(body=fixture("anthropic", "refusal.sse")))
     assert fields(message) == ("error", "refused", None, None)
@@ -408,8 +419,6 @@ def test_the_fields_round_trip_and_are_left_out_when_none() -> None:
     ],
 )
 def test_loads_refuses_bad_fields_naming_them(key: str, value: Any, problem: str) -> None:
-    import json
-
     text = json.dumps([{"role": "assistant", "stopReason": "error", key: value}])
     with pytest.raises(TranscriptError) as caught:
         loads(text)
@@ -557,7 +566,7 @@ def test_is_context_overflow_takes_any_reply(
 
 
 ERROR_BODIES = st.binary(max_size=200) | st.builds(
-    lambda value: __import__("json").dumps({"error": value}).encode(), JSON_VALUES
+    lambda value: json.dumps({"error": value}).encode(), JSON_VALUES
 )
 HEADER_VALUES = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30)
 
