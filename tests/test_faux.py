@@ -557,7 +557,10 @@ async def test_error_stop_reason_without_message_gets_the_default() -> None:
 async def test_aborted_reply_has_the_default_message() -> None:
     message, recorder = await play(faux.model([faux.reply("ab", stop_reason="aborted")]))
     expected_message = final(
-        TextContent("ab"), stop_reason="aborted", error_message="Request was aborted"
+        TextContent("ab"),
+        stop_reason="aborted",
+        error_message="Request was aborted",
+        error_kind="aborted",
     )
     expected = (expected_message, ("error", "aborted", expected_message))
     assert expected == (untimed(message), recorder.shapes[-1])
@@ -856,7 +859,12 @@ async def test_a_run_aborted_on_the_third_delta_keeps_three_chunks() -> None:
     )
     expected = (
         ["ab", "cd", "ef"],
-        final(TextContent("abcdef"), stop_reason="aborted", error_message="Operation aborted"),
+        final(
+            TextContent("abcdef"),
+            stop_reason="aborted",
+            error_message="Operation aborted",
+            error_kind="aborted",
+        ),
     )
     reply = new[-1]
     assert isinstance(reply, AssistantMessage)

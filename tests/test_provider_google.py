@@ -26,6 +26,7 @@ from trio_agent import (
     AgentContext,
     AgentLoopConfig,
     AssistantMessage,
+    ErrorKind,
     ImageContent,
     Message,
     ModelCost,
@@ -61,6 +62,7 @@ def reply(
     usage: Usage = NO_USAGE,
     response_id: str | None = None,
     error: str | None = None,
+    kind: ErrorKind | None = None,
 ) -> AssistantMessage:
     """An expected final message (timestamps are compared as 0)."""
     return AssistantMessage(
@@ -71,6 +73,7 @@ def reply(
         usage=usage,
         stop_reason=stop,  # type: ignore[arg-type]  # a StopReason, given as str
         error_message=error,
+        error_kind=kind,
         response_id=response_id,
         timestamp=0,
     )
@@ -124,6 +127,7 @@ REPLIES = {
         TextContent("Step one is"),
         stop="error",
         error="google finished with finishReason 'SAFETY'",
+        kind="refused",
         usage=Usage(input=14, output=3, total_tokens=17),
         response_id="qKdGaNbVEoGRz7IP4qe2kQ8",
     ),
@@ -131,12 +135,14 @@ REPLIES = {
         stop="error",
         error="google finished with finishReason 'MALFORMED_FUNCTION_CALL': "
         "Malformed function call: print(default_api.get_weather(city=))",
+        kind="refused",
         usage=Usage(input=40, total_tokens=40),
         response_id="uKdGaL2oNJeIz7IPj8WpuQ0",
     ),
     "prompt_blocked.sse": reply(
         stop="error",
         error="google blocked the prompt: blockReason 'PROHIBITED_CONTENT'",
+        kind="refused",
         usage=Usage(input=17, total_tokens=17),
         response_id="rKdGaLOxBsOaz7IPq9eD2Qk",
     ),
@@ -145,6 +151,7 @@ REPLIES = {
         stop="error",
         error="google reported an error: UNAVAILABLE: "
         "The model is overloaded. Please try again later.",
+        kind="server",
         usage=Usage(input=9, output=4, total_tokens=13),
         response_id="sKdGaPm1DKuVz7IPyKHD8Qw",
     ),
@@ -152,6 +159,7 @@ REPLIES = {
         TextContent("Cut off"),
         stop="error",
         error="the stream from google ended without a finishReason",
+        kind="network",
         usage=Usage(input=6, output=2, total_tokens=8),
         response_id="tKdGaJ2uA5eEz7IPnNDQ6Ag",
     ),

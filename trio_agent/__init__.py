@@ -76,6 +76,7 @@ from ._messages import AssistantMessage as AssistantMessage
 from ._messages import Content as Content
 from ._messages import Cost as Cost
 from ._messages import CustomMessage as CustomMessage
+from ._messages import ErrorKind as ErrorKind
 from ._messages import ImageContent as ImageContent
 from ._messages import Message as Message
 from ._messages import StopReason as StopReason
@@ -91,6 +92,7 @@ from ._messages import UserMessage as UserMessage
 from ._model import Model as Model
 from ._model import ModelCost as ModelCost
 from ._model import ModelCostTier as ModelCostTier
+from ._overflow import is_context_overflow as is_context_overflow
 from ._stream import CacheRetention as CacheRetention
 from ._stream import LlmContext as LlmContext
 from ._stream import ReasoningLevel as ReasoningLevel
@@ -131,6 +133,7 @@ __all__ = [
     "Content",
     "Cost",
     "CustomMessage",
+    "ErrorKind",
     "ExecutionMode",
     "ImageContent",
     "LlmContext",
@@ -187,6 +190,7 @@ __all__ = [
     "default_convert_to_llm",
     "dumps",
     "from_json",
+    "is_context_overflow",
     "loads",
     "register_message_kind",
     "run_agent_loop",

@@ -80,6 +80,7 @@ from ._messages import (
     AssistantContent,
     AssistantMessage,
     Cost,
+    ErrorKind,
     ImageContent,
     Message,
     TextContent,
@@ -204,6 +205,9 @@ _OMITTED_WHEN: dict[str, object] = {
     "thoughtSignature": None,
     "redacted": False,
     "errorMessage": None,
+    "errorKind": None,
+    "httpStatus": None,
+    "retryAfter": None,
     "responseId": None,
     "providerThinkingLevel": None,
     "details": None,
@@ -412,6 +416,19 @@ def _user_content(data: Any, _: Any) -> str | tuple[UserContent, ...]:
 
 
 _converter.register_structure_hook(str | tuple[UserContent, ...], _user_content)
+
+_ERROR_KINDS = typing.get_args(ErrorKind)
+
+
+def _error_kind(data: Any, _: Any) -> ErrorKind | None:
+    if data is None or data in _ERROR_KINDS:
+        kind: ErrorKind | None = data
+        return kind
+    choices = ", ".join(repr(choice) for choice in _ERROR_KINDS)
+    raise ValueError(f"expected one of {choices} or null, got {_shown(data)}")
+
+
+_converter.register_structure_hook(ErrorKind | None, _error_kind)
 
 # After the union hooks above: make_dict_structure_fn picks each field's hook
 # when it generates the class's function, so a hook registered later is not used.

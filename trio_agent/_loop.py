@@ -60,6 +60,7 @@ from ._frozen import maker
 from ._messages import (
     AgentMessage,
     AssistantMessage,
+    ErrorKind,
     Message,
     StopReason,
     ToolCall,
@@ -355,7 +356,8 @@ class Run:
         self, ending: _Ending, base: AssistantMessage | None = None
     ) -> AssistantMessage:
         """The reply of an interrupted turn: ``base`` (what had streamed) or an empty one, with
-        the ending's stop reason and text."""
+        the ending's stop reason and text (and ``error_kind="aborted"`` for an abort)."""
+        kind: ErrorKind | None = "aborted" if ending.stop_reason == "aborted" else None
         if base is None:
             model = self.model
             return AssistantMessage(
@@ -364,8 +366,11 @@ class Run:
                 model=model.id,
                 stop_reason=ending.stop_reason,
                 error_message=ending.text,
+                error_kind=kind,
             )
-        return attrs.evolve(base, stop_reason=ending.stop_reason, error_message=ending.text)
+        return attrs.evolve(
+            base, stop_reason=ending.stop_reason, error_message=ending.text, error_kind=kind
+        )
 
     # -- the steps, each written once: the live path emits what they yield -----------------
 

@@ -32,6 +32,7 @@ __all__ = [
     "Content",
     "Cost",
     "CustomMessage",
+    "ErrorKind",
     "ImageContent",
     "Message",
     "StopReason",
@@ -49,6 +50,37 @@ __all__ = [
 
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
 """Why an assistant message ended. ``error`` and ``aborted`` end the run."""
+
+ErrorKind: TypeAlias = Literal[
+    "rate_limit",
+    "overloaded",
+    "context_overflow",
+    "authentication",
+    "refused",
+    "server",
+    "network",
+    "malformed",
+    "aborted",
+]
+"""What kind of failure ended a reply (its ``error_kind``), so that a caller can act on it:
+
+- ``rate_limit``: too many requests or tokens for now (HTTP 429); wait (``retry_after``,
+  when the server said how long) and try again.
+- ``overloaded``: the service is too busy (Anthropic's 529 and ``overloaded_error``);
+  try again later, or another model.
+- ``context_overflow``: the conversation no longer fits the model's context window (or
+  the request is larger than the server takes, HTTP 413); make it shorter and go on
+  (:func:`~trio_agent.is_context_overflow`).
+- ``authentication``: the key is missing, refused or not allowed this (HTTP 401, 403).
+- ``refused``: the server refused the request as it is (another 4xx, a content filter,
+  a refusal stop): sending it again unchanged fails again.
+- ``server``: the server failed (5xx), or reported an error in the stream.
+- ``network``: the server could not be reached, the connection was lost, or a time
+  limit passed (connect, first byte, idle), or the stream ended before its end.
+- ``malformed``: the reply could not be read (not an event stream, an event that is not
+  JSON or not of the API's shape, an event past the size limit).
+- ``aborted``: the run was aborted while the reply streamed (``stop_reason="aborted"``).
+"""
 
 
 def now_ms() -> int:
@@ -187,9 +219,15 @@ class AssistantMessage:
     ``stop_reason`` is ``"error"`` (``error_message`` says what happened) when
     the provider, the network or the server failed, and ``"aborted"`` when the
     run was aborted while it streamed; the content received before either is
-    kept. ``provider_thinking_level`` is the effort the provider was asked to
-    reply at, where it needs that to replay the message (Anthropic models whose
-    effort is set mid-conversation); None elsewhere.
+    kept. Such a reply also says, where it is known, what kind of failure it was
+    (``error_kind``, an :data:`ErrorKind`), the HTTP status of the response that
+    refused it (``http_status``), and how many seconds the server asked to wait
+    before the next request (``retry_after``, from the ``retry-after`` /
+    ``retry-after-ms`` headers or a Google ``RetryInfo``); each is None otherwise,
+    and always on a reply that did not fail. ``provider_thinking_level`` is the
+    effort the provider was asked to reply at, where it needs that to replay the
+    message (Anthropic models whose effort is set mid-conversation); None
+    elsewhere.
     """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
@@ -200,6 +238,9 @@ class AssistantMessage:
     usage: Usage = _NO_USAGE
     stop_reason: StopReason = "stop"
     error_message: str | None = None
+    error_kind: ErrorKind | None = None
+    http_status: int | None = None
+    retry_after: float | None = None
     response_id: str | None = None
     provider_thinking_level: str | None = None
     timestamp: int = attrs.field(factory=now_ms)

@@ -54,6 +54,7 @@ from ._frozen import maker
 from ._messages import (
     AssistantContent,
     AssistantMessage,
+    ErrorKind,
     Message,
     StopReason,
     TextContent,
@@ -216,6 +217,9 @@ _assistant_message: Callable[
         Usage,
         StopReason,
         str | None,  # error_message
+        ErrorKind | None,  # error_kind
+        int | None,  # http_status
+        float | None,  # retry_after
         str | None,  # response_id
         str | None,  # provider_thinking_level
         int,  # timestamp
@@ -318,6 +322,9 @@ class _Snapshot:
                 frame.usage,
                 "stop",
                 None,  # error_message
+                None,  # error_kind
+                None,  # http_status
+                None,  # retry_after
                 frame.response_id,
                 builder._thinking_level,
                 frame.timestamp,
@@ -479,6 +486,9 @@ class AssistantMessageBuilder:
             self._usage,
             stop_reason,
             error_message,
+            None,
+            None,
+            None,
             self._response_id,
             self._thinking_level,
             self._timestamp,

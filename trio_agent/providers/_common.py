@@ -6,8 +6,10 @@ stream (a :class:`Parser`). The driver here does the rest, the same way for
 all: resolve the key (an error reply, without a request, when there is none),
 open the stream through the transport (which retries and times out), feed the
 parser, and turn every failure of the network or the server into an error
-reply that keeps what arrived, its message rid of the key. It never raises
-for those; it lets ``trio.Cancelled`` and a listener's exception through.
+reply that keeps what arrived, its message rid of the key, and says what kind
+of failure it was (``error_kind``), the HTTP status and the retry delay the
+server asked for. It never raises for those; it lets ``trio.Cancelled`` and a
+listener's exception through.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .._messages import (
     UserMessage,
 )
 from .._model import Model
+from .._overflow import error_kind
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 from ._guard import GuardedBuilder
 from ._sse import SseEvent
@@ -55,6 +58,7 @@ __all__ = [
     "parse_json",
     "prepare_messages",
     "priced",
+    "reported",
     "server_of",
     "session_key",
 ]
@@ -331,6 +335,19 @@ class Parser:
         raise NotImplementedError
 
 
+def reported(
+    text: str, provider: str, codes: Iterable[object] = (), status: object = None
+) -> ProviderFailure:
+    """The failure of an error the server reported in the stream, saying ``text``: its kind
+    from the error's ``codes`` and ``status`` (any values, read only for what they are) and
+    the text (:func:`~trio_agent._overflow.error_kind`), ``server`` when they say nothing
+    more. ``status`` is an error's own number, not a response's: the reply's
+    ``http_status`` stays None."""
+    number = status if type(status) is int else None
+    kind = error_kind(text, status=number, codes=codes, provider=provider)
+    return ProviderFailure(text, kind=kind)
+
+
 def _unreadable(
     provider: str, what: str, exc: Exception, secrets: tuple[str, ...]
 ) -> ProviderFailure:
@@ -342,7 +359,7 @@ def _unreadable(
     quote the server, so the key is removed before the text is cut.
     """
     text = f"could not read {what} from {provider}: {type(exc).__name__}: {exc}"
-    return ProviderFailure(redact(text, secrets)[:300])
+    return ProviderFailure(redact(text, secrets)[:300], kind="malformed")
 
 
 MAX_ERROR_CHARS = 2000
@@ -590,6 +607,14 @@ class HttpProvider:
         Then the text is cut to :data:`MAX_ERROR_CHARS`, whatever length the
         server gave it.
 
+        An error reply has an ``error_kind``: the failure's own (the transport
+        says ``rate_limit``, ``network``, ...; a parser the kind of an error the
+        server reported in the stream), ``malformed`` for a parser's failure
+        without one, ``authentication`` for a missing key, and, for a stop reason
+        that is an error, what its text says (``context_overflow``), else
+        ``refused``. ``http_status`` and ``retry_after`` are the last attempt's,
+        after the retries. This costs nothing on a reply that did not fail.
+
         When the request carries a key, the reply is built by a
         :class:`~trio_agent.providers._guard.GuardedBuilder`, which takes every
         copy of the key out of every other text the server chooses: the
@@ -623,7 +648,8 @@ class HttpProvider:
                 api=model.api, provider=provider, model=model.id, provider_thinking_level=level
             )
             if self.needs_key(model):
-                return await self._fail(builder, model, emit, self.missing_key(model))
+                missing = ProviderFailure(self.missing_key(model), kind="authentication")
+                return await self._fail(builder, model, emit, str(missing), missing)
         parser = self.parser(model, builder)
         try:
             request = self.build_request(model, context, options, key)
@@ -670,24 +696,41 @@ class HttpProvider:
                 closing = guard.released(closing)
             for stream_event in closing:
                 await emit(stream_event)
-            return await self._fail(builder, model, emit, _told(str(failure), secrets))
+            return await self._fail(builder, model, emit, _told(str(failure), secrets), failure)
         if guard is not None:
             message = guard.scrub(message)
         error = message.error_message
-        message = attrs.evolve(
-            message,
-            usage=priced(message.usage, model),
-            error_message=None if error is None else _told(error, secrets),
-        )
+        told = None if error is None else _told(error, secrets)
+        if message.stop_reason == "error" and message.error_kind is None:
+            # A stop reason that is an error (a refusal, a content filter, one unknown).
+            message = attrs.evolve(
+                message,
+                usage=priced(message.usage, model),
+                error_message=told,
+                error_kind=error_kind(told or "", provider=provider, default="refused"),
+            )
+        else:
+            message = attrs.evolve(message, usage=priced(message.usage, model), error_message=told)
         await emit(builder.done(message))
         return message
 
     @staticmethod
     async def _fail(
-        builder: AssistantMessageBuilder, model: Model, emit: Emit, text: str
+        builder: AssistantMessageBuilder,
+        model: Model,
+        emit: Emit,
+        text: str,
+        failure: ProviderFailure,
     ) -> AssistantMessage:
+        """End the reply with an error: ``text``, and what ``failure`` says of its kind (a
+        parser's failure without one is ``malformed``), HTTP status and retry delay."""
         await trio.lowlevel.checkpoint()  # a refusal before any request is a checkpoint too
         builder.usage = priced(builder.usage, model)
-        message = builder.finish("error", text)
+        message = attrs.evolve(
+            builder.finish("error", text),
+            error_kind=failure.kind or "malformed",
+            http_status=failure.status,
+            retry_after=failure.retry_after,
+        )
         await emit(builder.done(message))
         return message

@@ -13,14 +13,17 @@ stream of server-sent events, after it
 * checked that the body is an event stream.
 
 Every failure of the network or the server is a :class:`ProviderFailure`
-with a sentence that says what happened; the provider turns it into an error
-reply. That includes whatever the HTTP stack raises while it reads a server's
-bytes, not only httpx's errors: over HTTP/2, h2 raises its own exceptions
-for a frame that breaks the protocol after the response head (DATA on stream
-0, a header block that cannot be decoded, a WINDOW_UPDATE of 0), and
-httpcore a ``ValueError`` for a ``:status`` that is not a number; each is a
-failure naming the server, the exception's type and its text (without the
-key, cut short). Cancellation and ``KeyboardInterrupt`` pass through.
+with a sentence that says what happened, its kind (a refused request's from
+its status, its error body's codes and its text: see ``trio_agent._overflow``),
+the HTTP status and the retry delay the server asked for; the provider turns
+it into an error reply. That includes whatever the HTTP stack raises while it
+reads a server's bytes, not only httpx's errors: over HTTP/2, h2 raises its
+own exceptions for a frame that breaks the protocol after the response head
+(DATA on stream 0, a header block that cannot be decoded, a WINDOW_UPDATE of
+0), and httpcore a ``ValueError`` for a ``:status`` that is not a number;
+each is a failure naming the server, the exception's type and its text
+(without the key, cut short). Cancellation and ``KeyboardInterrupt`` pass
+through.
 
 Time limits: ``connect`` (httpx), ``first_byte`` (until the response head)
 and ``idle`` (for each read of the body).
@@ -72,6 +75,8 @@ import httpx  # noqa: ASYNC127  (the design's client)
 import jiter
 import trio
 
+from .._messages import ErrorKind
+from .._overflow import error_kind
 from .._stream import StreamOptions
 from ._pool import current_pool
 from ._sse import MAX_EVENT_CHARS, EventTooLarge, SseDecoder, SseEvent
@@ -107,12 +112,27 @@ SECRET_FRAGMENT = 4
 
 
 class ProviderFailure(Exception):
-    """The network or the server failed; ``str()`` says how, for the error reply."""
+    """The network or the server failed; ``str()`` says how, for the error reply.
 
-    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None):
+    ``kind`` is the reply's ``error_kind`` (None: the driver's default, ``malformed``,
+    for a parser's failure), ``status`` the HTTP status of a refused request, and
+    ``retry_after`` the seconds the server asked to wait.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        kind: ErrorKind | None = None,
+        status: int | None = None,
+    ):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.kind = kind
+        self.status = status
 
 
 @attrs.frozen
@@ -242,6 +262,16 @@ def _retry_delay(body: str) -> float | None:
     return None
 
 
+def _error_codes(body: str) -> tuple[object, ...]:
+    """The codes an error body gives (OpenAI's ``code`` and ``type``, Anthropic's ``type``,
+    Google's ``status``), as they are: the caller passes over what is not a string."""
+    data = _json(body.strip())
+    error = data.get("error", data) if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return ()
+    return (error.get("code"), error.get("type"), error.get("status"))
+
+
 def error_text(body: bytes | str, secrets: Iterable[str] = ()) -> str:
     """The message a server put in an error body (OpenAI, Anthropic, Google, vLLM
     shapes), else the body's text: at most 500 characters, ``secrets`` replaced by
@@ -360,7 +390,7 @@ class SseStream:
             return decoder.decode(text)
         except EventTooLarge as exc:
             self._decoder = None
-            raise ProviderFailure(f"{self._name} sent {exc}") from None
+            raise ProviderFailure(f"{self._name} sent {exc}", kind="malformed") from None
 
     async def read_text(self, limit: int) -> str:
         """The body's text from here on, at most ``limit`` characters: to its end, or
@@ -387,11 +417,12 @@ class SseStream:
             return self._utf8.decode(b"", True) or None  # a character cut at the end: U+FFFD
         except trio.TooSlowError:
             raise ProviderFailure(
-                f"{self._name} sent nothing for {self._idle:g} s (idle timeout)"
+                f"{self._name} sent nothing for {self._idle:g} s (idle timeout)", kind="network"
             ) from None
         except httpx.HTTPError as exc:
             raise ProviderFailure(
-                f"connection to {self._name} lost: {_describe(exc, self._secrets)}"
+                f"connection to {self._name} lost: {_describe(exc, self._secrets)}",
+                kind="network",
             ) from None
         except Exception as exc:  # the HTTP stack's own (h2's), reading the server's bytes
             raise _malformed(self._name, exc, self._secrets) from None
@@ -474,7 +505,8 @@ def _malformed(name: str, exc: Exception, secrets: tuple[str, ...]) -> ProviderF
     return ProviderFailure(
         f"{name} sent a response that could not be read: {named}: {text}"
         if text
-        else f"{name} sent a response that could not be read: {named}"
+        else f"{name} sent a response that could not be read: {named}",
+        kind="malformed",
     )
 
 
@@ -544,13 +576,15 @@ def _check_headers(headers: Mapping[str, str]) -> None:
         if not isinstance(name, str) or _NOT_IN_A_HEADER.search(name):
             raise ProviderFailure(
                 f"the request was not sent: the header name {name!r:.100} holds a character "
-                "an HTTP header cannot carry (one that is not ASCII, or a control character)"
+                "an HTTP header cannot carry (one that is not ASCII, or a control character)",
+                kind="refused",
             )
         if not isinstance(value, str) or _NOT_IN_A_HEADER.search(value):
             raise ProviderFailure(
                 f"the request was not sent: the value of its header {name!r} (the API key, "
                 "if the header carries it) holds a character an HTTP header cannot carry "
-                "(one that is not ASCII, or a control character)"
+                "(one that is not ASCII, or a control character)",
+                kind="refused",
             )
 
 
@@ -558,6 +592,16 @@ def _backoff(attempt: int) -> float:
     """1 s, 2 s, 4 s, ... with up to 25% jitter."""
     delay: float = 2.0**attempt
     return delay * (1 + random.random() / 4)
+
+
+def _told_more(failure: ProviderFailure, note: str) -> ProviderFailure:
+    """``failure`` with ``note`` after its text, and its kind, status and retry delay."""
+    return ProviderFailure(
+        f"{failure} {note}",
+        retry_after=failure.retry_after,
+        kind=failure.kind,
+        status=failure.status,
+    )
 
 
 class Transport:
@@ -603,13 +647,14 @@ class Transport:
                     failure.retry_after if failure.retry_after is not None else _backoff(attempt)
                 )
                 if math.isinf(delay):  # a server's "inf" or "1e400": whatever the limit
-                    raise ProviderFailure(
-                        f"{failure} (the server asks to wait forever before a retry)"
+                    raise _told_more(
+                        failure, "(the server asks to wait forever before a retry)"
                     ) from None
                 if not delay <= options.max_retry_delay:  # (a NaN limit allows no wait)
-                    raise ProviderFailure(
-                        f"{failure} (the server asks to retry in {delay:g} s, more than "
-                        f"max_retry_delay={options.max_retry_delay:g})"
+                    raise _told_more(
+                        failure,
+                        f"(the server asks to retry in {delay:g} s, more than "
+                        f"max_retry_delay={options.max_retry_delay:g})",
                     ) from None
                 await trio.sleep(delay)
                 attempt += 1
@@ -656,11 +701,15 @@ class Transport:
                 response = await client.send(built, stream=True)
         except httpx.TimeoutException as exc:
             raise ProviderFailure(
-                f"could not connect to {name} ({_describe(exc, secrets)})", retryable=True
+                f"could not connect to {name} ({_describe(exc, secrets)})",
+                retryable=True,
+                kind="network",
             ) from None
         except httpx.HTTPError as exc:
             raise ProviderFailure(
-                f"could not reach {name}: {_describe(exc, secrets)}", retryable=True
+                f"could not reach {name}: {_describe(exc, secrets)}",
+                retryable=True,
+                kind="network",
             ) from None
         except Exception as exc:  # the HTTP stack's own, reading the response head
             raise _malformed(name, exc, secrets) from None
@@ -668,6 +717,7 @@ class Transport:
             raise ProviderFailure(
                 f"no response from {name} within {first_byte:g} s (first-byte timeout)",
                 retryable=True,
+                kind="network",
             )
         opened = _Opened(name, response, timeouts.idle, secrets)
         accepted = False
@@ -711,10 +761,14 @@ class _Opened:
             retry_after = _retry_after(response.headers)
             if retry_after is None and body is not None:
                 retry_after = _retry_delay(body)
+            text = f"HTTP {status} from {self.name}: {message}"
+            codes = () if body is None else _error_codes(body)
             return ProviderFailure(
-                f"HTTP {status} from {self.name}: {message}",
+                text,
                 retryable=status in _RETRY_STATUSES or 500 <= status < 600,
                 retry_after=retry_after,
+                kind=error_kind(text, status=status, codes=codes, provider=self.name),
+                status=status,
             )
         kind = response.headers.get("content-type", "").partition(";")[0].strip()
         if kind != "text/event-stream":
@@ -724,7 +778,8 @@ class _Opened:
                 text = error_text(body, self._secrets)
             shown = _clip(kind, self._secrets, 100) or "no content type"
             return ProviderFailure(
-                f"{self.name} answered with {shown}, not an event stream: {text}"
+                f"{self.name} answered with {shown}, not an event stream: {text}",
+                kind="malformed",
             )
         return None
 

@@ -96,6 +96,7 @@ from ._common import (
     offers,
     parse_json,
     prepare_messages,
+    reported,
     session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, path, show, string
@@ -616,7 +617,7 @@ class _MessagesParser(Parser):
             return ()
         if event.event == "error" and not event.data.lstrip().startswith("{"):
             detail = f": {event.data[:500]}" if event.data.strip() else ""
-            raise ProviderFailure(f"{self.name} reported an error{detail}")
+            raise reported(f"{self.name} reported an error{detail}", self.name)
         if not event.data.strip():
             return ()  # an event with empty data ("data:" alone) carries nothing
         data = parse_json(event.data, "an event", self.name)
@@ -627,7 +628,10 @@ class _MessagesParser(Parser):
             if kind != "error":
                 kind = string(data, "type", "") or kind
             if kind == "error":
-                raise ProviderFailure(f"{self.name} reported an error: {_error_text(data)}")
+                error = data.get("error")
+                codes = (error.get("type"),) if type(error) is dict else ()
+                text = f"{self.name} reported an error: {_error_text(data)}"
+                raise reported(text, self.name, codes)
             out: list[AssistantMessageEvent] = []
             if kind == "content_block_delta":
                 self._delta(data, out)
@@ -755,7 +759,9 @@ class _MessagesParser(Parser):
 
     def finish(self) -> AssistantMessage:
         if not self.finished:
-            raise ProviderFailure(f"the stream from {self.name} ended without message_stop")
+            raise ProviderFailure(
+                f"the stream from {self.name} ended without message_stop", kind="network"
+            )
         reason = self.stop_reason
         stop = _STOP_REASONS.get(reason) if reason is not None else None
         error = None

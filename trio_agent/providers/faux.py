@@ -45,6 +45,7 @@ from .._frozen import maker
 from .._messages import (
     AssistantContent,
     AssistantMessage,
+    ErrorKind,
     StopReason,
     TextContent,
     ThinkingContent,
@@ -82,6 +83,10 @@ class Reply:
     - ``content``: the blocks; ``stop_reason`` defaults to ``toolUse`` when
       there is a tool call, else ``stop``; ``error_message`` defaults to
       "scripted error" for ``error``.
+    - ``error_kind``, ``http_status``, ``retry_after``: the error reply's fields
+      (an ``aborted`` reply's kind defaults to ``"aborted"``), to test how an
+      application handles a rate limit or a context overflow; a reply that does
+      not end in ``error`` or ``aborted`` has none.
     - ``chunk_size``: characters per delta (``None``: the model's; 0: the
       whole text in one delta); ``chunk_delay``: seconds before each delta
       (``None``: from the model's pace); ``start_delay``: seconds before the
@@ -95,6 +100,9 @@ class Reply:
     content: tuple[AssistantContent, ...] = attrs.field(default=(), converter=_content)
     stop_reason: StopReason | None = None
     error_message: str | None = None
+    error_kind: ErrorKind | None = None
+    http_status: int | None = None
+    retry_after: float | None = None
     usage: Usage = Usage()
     chunk_size: int | None = attrs.field(default=None)
     chunk_delay: float | None = None
@@ -133,6 +141,9 @@ def reply(
     *content: str | AssistantContent,
     stop_reason: StopReason | None = None,
     error_message: str | None = None,
+    error_kind: ErrorKind | None = None,
+    http_status: int | None = None,
+    retry_after: float | None = None,
     usage: Usage | None = None,
     chunk_size: int | None = None,
     chunk_delay: float | None = None,
@@ -144,6 +155,9 @@ def reply(
         content=tuple(TextContent(block) if isinstance(block, str) else block for block in content),
         stop_reason=stop_reason,
         error_message=error_message,
+        error_kind=error_kind,
+        http_status=http_status,
+        retry_after=retry_after,
         usage=Usage() if usage is None else usage,
         chunk_size=chunk_size,
         chunk_delay=chunk_delay,
@@ -152,9 +166,26 @@ def reply(
     )
 
 
-def error(message: str = "scripted error", *content: str | AssistantContent) -> Reply:
-    """A reply that ends with ``stop_reason="error"`` after ``content``."""
-    return reply(*content, stop_reason="error", error_message=message)
+def error(
+    message: str = "scripted error",
+    *content: str | AssistantContent,
+    kind: ErrorKind | None = None,
+    http_status: int | None = None,
+    retry_after: float | None = None,
+) -> Reply:
+    """A reply that ends with ``stop_reason="error"`` after ``content``, of error ``kind``
+    (its ``error_kind``), with the ``http_status`` and ``retry_after`` given::
+
+        error("prompt is too long: 213462 tokens > 200000 maximum", kind="context_overflow")
+    """
+    return reply(
+        *content,
+        stop_reason="error",
+        error_message=message,
+        error_kind=kind,
+        http_status=http_status,
+        retry_after=retry_after,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -251,6 +282,9 @@ def _as_reply(script: str | AssistantMessage | Reply) -> Reply:
             content=script.content,
             stop_reason=script.stop_reason,
             error_message=script.error_message,
+            error_kind=script.error_kind,
+            http_status=script.http_status,
+            retry_after=script.retry_after,
             usage=script.usage,
         )
     raise TypeError(
@@ -320,6 +354,8 @@ async def stream(
         await emit(builder.start())
         await _stream_content(builder, spec.content, index, size, delay, cancelled, emit)
         final = builder.finish(stop_reason, error_message)
+        if stop_reason == "error" or stop_reason == "aborted":
+            final = _failed(final, spec)
     else:
         content = tuple(
             attrs.evolve(block, id=f"faux_{index}_{position}")
@@ -336,8 +372,20 @@ async def stream(
             stop_reason=spec.stop_reason or ("toolUse" if _has_tool_call(content) else "stop"),
             error_message=error_message,
         )
+        if final.stop_reason == "error" or final.stop_reason == "aborted":
+            final = _failed(final, spec)
     await emit(builder.done(final))
     return final
+
+
+def _failed(message: AssistantMessage, spec: Reply) -> AssistantMessage:
+    """An error or aborted reply with the script's kind, status and retry delay."""
+    kind = spec.error_kind
+    if kind is None and message.stop_reason == "aborted":
+        kind = "aborted"
+    return attrs.evolve(
+        message, error_kind=kind, http_status=spec.http_status, retry_after=spec.retry_after
+    )
 
 
 def _has_tool_call(content: tuple[AssistantContent, ...]) -> bool:

@@ -89,6 +89,7 @@ from ._common import (
     offered_level,
     parse_json,
     prepare_messages,
+    reported,
 )
 from ._fields import Malformed, count, dumps, flag, integer, obj, objects, path, show, string
 from ._sse import SseEvent
@@ -430,7 +431,10 @@ class _GeminiParser(Parser):
             raise ProviderFailure(f"unexpected response from {provider}: {data[:200]!r}")
         error = chunk.get("error")
         if error is not None:
-            raise ProviderFailure(f"{provider} reported an error: {_error_text(error)}")
+            text = f"{provider} reported an error: {_error_text(error)}"
+            if type(error) is dict:
+                raise reported(text, provider, (error.get("status"),), error.get("code"))
+            raise reported(text, provider)
         try:
             return self._response(chunk)
         except Malformed as exc:
@@ -470,7 +474,8 @@ class _GeminiParser(Parser):
         if blocked:
             raise ProviderFailure(
                 f"{self.name} blocked the prompt: blockReason {blocked!r}"
-                + (f": {detail}" if detail else "")
+                + (f": {detail}" if detail else ""),
+                kind="refused",
             )
         out: list[AssistantMessageEvent] = []
         for part in parts:
@@ -522,7 +527,9 @@ class _GeminiParser(Parser):
         provider = self.name
         reason = self.finish_reason
         if reason is None:
-            raise ProviderFailure(f"the stream from {provider} ended without a finishReason")
+            raise ProviderFailure(
+                f"the stream from {provider} ended without a finishReason", kind="network"
+            )
         if reason == "STOP":
             return self.builder.finish("stop")
         if reason == "MAX_TOKENS":

@@ -84,6 +84,7 @@ from ._common import (
     offers,
     parse_json,
     prepare_messages,
+    reported,
     session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
@@ -794,7 +795,7 @@ class _ChatParser(Parser):
             return ()
         if event.event == "error":
             detail = f": {data[:500]}" if data.strip() else ""
-            raise ProviderFailure(f"{self.name} reported an error{detail}")
+            raise reported(f"{self.name} reported an error{detail}", self.name)
         try:
             chunk = _from_json(data.encode())
         except ValueError:
@@ -806,7 +807,11 @@ class _ChatParser(Parser):
         builder = self.builder
         try:
             if ("error" in chunk and chunk["error"] is not None) or chunk.get("object") == "error":
-                raise ProviderFailure(f"{self.name} reported an error: {_error_text(chunk)}")
+                error = chunk.get("error")
+                details = error if type(error) is dict else chunk
+                said = f"{self.name} reported an error: {_error_text(chunk)}"
+                codes = (details.get("code"), details.get("type"))
+                raise reported(said, self.name, codes, details.get("code"))
             response_id = string(chunk, "id", "") if builder.response_id is None else None
             choices = chunk.get("choices")
             choice = None
@@ -942,7 +947,9 @@ class _ChatParser(Parser):
     def finish(self) -> AssistantMessage:
         reason = self.finish_reason
         if reason is None:
-            raise ProviderFailure(f"the stream from {self.name} ended without a finish_reason")
+            raise ProviderFailure(
+                f"the stream from {self.name} ended without a finish_reason", kind="network"
+            )
         stop = _STOP_REASONS.get(reason)
         error = None
         if stop is None:

@@ -102,6 +102,7 @@ from ._common import (
     offers,
     parse_json,
     prepare_messages,
+    reported,
     session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
@@ -491,7 +492,7 @@ class _ResponsesParser(Parser):
         self.order: list[_Item] = []
         self.open: _Item | None = None
         self.stop: StopReason = "stop"
-        self.failure: str | None = None
+        self.failure: ProviderFailure | None = None
         self.handlers = {
             "response.created": self._created,
             "response.in_progress": self._created,
@@ -695,15 +696,26 @@ class _ResponsesParser(Parser):
             if reason == "max_output_tokens":
                 self.stop = "length"
             else:
-                self.failure = f"the response from {self.name} is incomplete: {reason}"
+                text = f"the response from {self.name} is incomplete: {reason}"
+                self.failure = reported(text, self.name, (reason,), None)
+                if self.failure.kind == "server":  # a content filter, or a reason unknown
+                    self.failure.kind = "refused"
         elif error is not None:
-            self.failure = self._error_text(error, "failed")
+            self.failure = reported(
+                self._error_text(error, "failed"), self.name, (error.get("code"), error.get("type"))
+            )
 
     def _error(self, data: dict[str, Any], out: list[AssistantMessageEvent]) -> None:
         # Ends the stream; what is open is closed (Parser.end) before the error reply.
         self.finished = True
         error = data.get("error")
-        self.failure = self._error_text(error if type(error) is dict else data, "error")
+        details = error if type(error) is dict else data
+        self.failure = reported(
+            self._error_text(details, "error"),
+            self.name,
+            (details.get("code"), details.get("type")),
+            details.get("code"),
+        )
 
     def _error_text(self, error: dict[str, Any], what: str) -> str:
         kind = error.get("type")
@@ -839,9 +851,11 @@ class _ResponsesParser(Parser):
 
     def finish(self) -> AssistantMessage:
         if not self.finished:
-            raise ProviderFailure(f"the stream from {self.name} ended without response.completed")
+            raise ProviderFailure(
+                f"the stream from {self.name} ended without response.completed", kind="network"
+            )
         if self.failure is not None:
-            raise ProviderFailure(self.failure)
+            raise self.failure
         message = self.builder.finish(self.stop)
         stale = [item for item in self.order if item.stale and item.position < len(message.content)]
         if stale:

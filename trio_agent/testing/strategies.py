@@ -43,6 +43,7 @@ re-exported here; this module holds the strategies that draw them.
 from __future__ import annotations
 
 import base64
+import typing
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -56,6 +57,7 @@ from .._messages import (
     AssistantContent,
     AssistantMessage,
     Cost,
+    ErrorKind,
     ImageContent,
     Message,
     StopReason,
@@ -225,6 +227,7 @@ def user_messages() -> SearchStrategy[UserMessage]:
 
 
 _ALL_STOP_REASONS: tuple[StopReason, ...] = ("stop", "length", "toolUse", "error", "aborted")
+_ERROR_KINDS: tuple[ErrorKind, ...] = typing.get_args(ErrorKind)
 
 
 def _assistant(
@@ -239,6 +242,9 @@ def _assistant(
         usage=draw(usages()),
         stop_reason=stop_reason,
         error_message=draw(st.text(min_size=1, max_size=20)) if failed else None,
+        error_kind=draw(st.none() | st.sampled_from(_ERROR_KINDS)) if failed else None,
+        http_status=draw(st.none() | st.integers(100, 599)) if failed else None,
+        retry_after=draw(st.none() | st.floats(0, 3600)) if failed else None,
         response_id=draw(st.none() | st.text(max_size=10)),
         timestamp=draw(_TIMESTAMPS),
     )
@@ -266,7 +272,8 @@ def assistant_messages(
     max_tool_calls: int = 3,
 ) -> SearchStrategy[AssistantMessage]:
     """Assistant messages: text and thinking blocks, then up to ``max_tool_calls`` calls;
-    an error message when the stop reason is ``error`` or ``aborted``."""
+    an error message (and maybe a kind, an HTTP status, a retry delay) when the stop
+    reason is ``error`` or ``aborted``."""
     calls = _any_tool_calls() if tool_calls is None else tool_calls
     return _assistant_messages(stop_reasons, calls, max_tool_calls)
 
