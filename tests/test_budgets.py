@@ -25,6 +25,7 @@ from trio_agent import (
     Budget,
     BudgetReached,
     Cost,
+    ModelCost,
     ToolResult,
     ToolResultMessage,
     ToolUpdate,
@@ -216,6 +217,22 @@ async def test_the_cost_budget_sums_the_replies_cost() -> None:
     _, recorder = await run(model, Budget(cost=0.6))
     assert len(model.calls) == 3
     assert stop_of(recorder) == BudgetReached("cost", 0.6, 0.75)
+
+
+async def test_the_cost_budget_stops_before_a_request_that_would_cross_it() -> None:
+    # Each request reads 100,000 tokens and costs $0.10; the next one reads at least as
+    # many, at no less than the cache-read price ($0.50 a million): $0.05 at least.
+    model = faux.model([with_usage(echo_call(), used(input=100_000, cost=0.1)) for _ in range(9)])
+    priced = attrs.evolve(model, cost=ModelCost(input=1.0, cache_read=0.5))
+    _, recorder = await run(priced, Budget(cost=0.34))
+    # After 3 requests $0.30 is spent, and the fourth would cost at least $0.05: $0.35 > $0.34.
+    assert stop_of(recorder) == BudgetReached("cost", 0.34, pytest.approx(0.3))
+    assert len(priced.calls) == 3
+    # Without prices the floor is nothing: the fourth request is made.
+    _, recorder = await run(
+        faux.model([with_usage(echo_call(), used(cost=0.1))] * 9), Budget(cost=0.34)
+    )
+    assert stop_of(recorder) == BudgetReached("cost", 0.34, pytest.approx(0.4))
 
 
 async def test_a_cost_that_is_not_a_number_is_not_counted() -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._messages import AssistantMessage, ToolResultMessage, Usage
+from ._model import Model
 from ._tools import shown_number
 
 __all__ = ["Budget", "BudgetName", "BudgetReached", "Meter", "tool_budget_text"]
@@ -136,6 +137,7 @@ class Meter:
         "calls",
         "cost",
         "floor",
+        "floor_cost",
         "input",
         "output",
         "refused",
@@ -151,6 +153,7 @@ class Meter:
         self.calls = 0  # tool calls asked for in batches that run (truncated ones do not)
         self.refused = False  # a call was past the tool-call budget
         self.floor = 0  # the input of the last request: the next one reads at least as much
+        self.floor_cost = 0.0  # what reading that much costs at least
 
     def admit(self, limit: int | None, count: int) -> int:
         """How many of the ``count`` calls of a batch may run (the first ones, in source
@@ -176,12 +179,16 @@ class Meter:
         return read
 
     def turn_done(
-        self, reply: AssistantMessage, results: Iterable[ToolResultMessage]
+        self, reply: AssistantMessage, results: Iterable[ToolResultMessage], model: Model
     ) -> BudgetReached | None:
-        """Count a finished turn (its one request, its reply, its tool results); the budget
-        reached if the run must not ask the model again, else None."""
+        """Count a finished turn (its one request to ``model``, its reply, its tool
+        results); the budget reached if the run must not ask the model again, else None."""
         self.turns += 1
-        self.floor = self._add(reply.usage)
+        self.floor = floor = self._add(reply.usage)
+        # The next request reads at least ``floor`` tokens, each at least at the cheaper of
+        # the model's input and cache-read prices.
+        rates = model.cost.rates(floor)
+        self.floor_cost = floor * min(rates.input, rates.cache_read) / 1e6
         for result in results:
             if result.usage is not None:
                 self._add(result.usage)
@@ -202,7 +209,7 @@ class Meter:
         if limit is not None and (total >= limit or total + self.floor > limit):
             return BudgetReached("total_tokens", limit, total)
         limit = budget.cost
-        if limit is not None and self.cost >= limit:
+        if limit is not None and (self.cost >= limit or self.cost + self.floor_cost > limit):
             return BudgetReached("cost", limit, self.cost)
         limit = budget.turns
         if limit is not None and self.turns >= limit:

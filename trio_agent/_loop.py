@@ -479,7 +479,7 @@ class Run:
             await self.emit(self.end())
             return True
         if self.meter is not None:  # the run has a budget: may it ask the model again?
-            reached = self.meter.turn_done(message, results)
+            reached = self.meter.turn_done(message, results, self.model)
             if reached is not None:
                 await self.emit(self.end(reached))
                 return True
