@@ -13,10 +13,9 @@ linear in its length, and every value is read for what its type is.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any, Final
-
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 from ._messages import AssistantMessage, ErrorKind
 
@@ -111,29 +110,37 @@ _CEREBRAS_BODYLESS: Final = (
     r"^(?:4(?:00|13)\s*(?:status code)?\s*\(no body\)|HTTP 4(?:00|13) from [^:]*: \(empty body\)$)"
 )
 
-_OPTIONS: Final = re2.Options()
-_OPTIONS.log_errors = False
-_OPTIONS.case_sensitive = False
 
+@functools.cache
+def _patterns() -> tuple[Any, Any, Any]:
+    """The tables compiled (overflow, not overflow, Cerebras'), on the first error read:
+    compiling them costs every ``import trio_agent`` a millisecond or two otherwise."""
+    import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
-def _any_of(table: tuple[tuple[str, str], ...]) -> Any:
-    return re2.compile("|".join(f"(?:{pattern})" for pattern, _ in table).encode(), _OPTIONS)
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = False
 
+    def any_of(table: tuple[tuple[str, str], ...]) -> Any:
+        return re2.compile("|".join(f"(?:{pattern})" for pattern, _ in table).encode(), options)
 
-_OVERFLOW_RE: Final = _any_of(_OVERFLOW)
-_NOT_OVERFLOW_RE: Final = _any_of(_NOT_OVERFLOW)
-_CEREBRAS_RE: Final = re2.compile(_CEREBRAS_BODYLESS.encode(), _OPTIONS)
+    return (
+        any_of(_OVERFLOW),
+        any_of(_NOT_OVERFLOW),
+        re2.compile(_CEREBRAS_BODYLESS.encode(), options),
+    )
 
 
 def overflow_text(text: str, provider: str = "") -> bool:
     """Whether an error's ``text`` (from ``provider``) says that the input is too long, and
     is not about a rate limit."""
     data = text.encode("utf-8", "surrogatepass")
-    if _NOT_OVERFLOW_RE.search(data):
+    overflow, not_overflow, cerebras = _patterns()
+    if not_overflow.search(data):
         return False
-    if _OVERFLOW_RE.search(data):
+    if overflow.search(data):
         return True
-    return provider == "cerebras" and bool(_CEREBRAS_RE.search(data))
+    return provider == "cerebras" and bool(cerebras.search(data))
 
 
 # What an error body's codes say (lower case): OpenAI's ``code`` and ``type``, Anthropic's
