@@ -527,3 +527,12 @@ def test_importing_trio_agent_does_not_import_opentelemetry() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout == "False\n"
+
+
+async def test_a_failed_reply_records_its_error_kind_and_http_status() -> None:
+    agent, exporter = traced([faux.error("rate limited", kind="rate_limit", http_status=429)])
+    await agent.prompt("go")
+    (chat,) = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert chat.status.status_code == StatusCode.ERROR
+    assert (chat.attributes or {})["error.type"] == "rate_limit"
+    assert (chat.attributes or {})["http.response.status_code"] == 429

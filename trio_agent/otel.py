@@ -17,7 +17,9 @@ Every ``chat`` and ``execute_tool`` span is a child of its turn's span (the
 spans of parallel tools, which run in child tasks, are siblings under it),
 and every turn's a child of its run's ``invoke_agent`` span. A model call
 that ended in an error, a tool call that returned an error, and the turn and
-the run with either, end with status ERROR; an aborted run's spans end with
+the run with either, end with status ERROR (a model call's with its reply's
+``error_kind`` as ``error.type`` and ``http_status`` as
+``http.response.status_code``); an aborted run's spans end with
 status ERROR and the description ``"aborted"``. Message content (replies, tool
 arguments and results) is recorded only with ``capture_content=True``: without it, a
 tool call that failed ends with the fixed description ``"tool_error"`` (``"aborted"``
@@ -217,6 +219,10 @@ class Tracing:
                 _ABORTED if message.stop_reason == "aborted" else (message.error_message or "error")
             )
             chat.set_status(Status(StatusCode.ERROR, reason))
+            if message.error_kind is not None:  # what kind of failure: rate_limit, ...
+                chat.set_attribute("error.type", message.error_kind)
+            if message.http_status is not None:
+                chat.set_attribute("http.response.status_code", message.http_status)
             if self._failure is None or reason == _ABORTED:
                 self._failure = reason
         chat.end()
