@@ -14,7 +14,7 @@ import attrs
 import pydantic
 import pytest
 import trio
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests._providers import (
@@ -1383,6 +1383,15 @@ async def test_a_session_key_a_header_cannot_carry_is_percent_encoded(clock: Any
     assert headers["x-session-id"] == "%C3%A9%201%25%0A"
 
 
+async def test_a_session_key_with_a_lone_surrogate_is_sent(clock: Any) -> None:
+    """A lone surrogate (a ``str`` may hold one) goes as its three UTF-8 bytes' escapes,
+    as the OpenAI providers send it: the request is sent, the run does not raise."""
+    _, headers, _ = await _catalog_request(
+        "openrouter", "anthropic/claude-sonnet-4.5", session_id="s\ud8001"
+    )
+    assert headers["x-session-id"] == "s%ED%A0%801"
+
+
 async def test_the_breakpoint_is_the_last_user_block_before_the_effort_message(
     clock: Any,
 ) -> None:
@@ -1476,6 +1485,7 @@ async def test_a_text_tool_result_goes_as_one_string(clock: Any) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(first=st.text(max_size=120), second=st.text(max_size=120))
+@example(first="\ud800", second="\udfff")
 def test_any_session_id_makes_a_header_the_request_can_carry(first: str, second: str) -> None:
     """Whatever the session id: the affinity header passes the transport's check (the
     request is sent), never holds more than the first 64 characters, and two keys that

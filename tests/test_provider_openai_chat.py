@@ -1156,6 +1156,16 @@ async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock:
     assert session_headers(request)["x-session-affinity"] == "s%C3%A9%20ssion%0A1%ED%A0%80"
 
 
+async def test_two_session_ids_never_share_a_header(clock: Any) -> None:
+    """An id that is printable ASCII but looks like an escape (``%C3%A9``) and the id
+    that escape stands for (``é``) name two conversations: a ``%`` is escaped too."""
+    found = openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks")
+    escaped = await sent_to(found, session_id="%C3%A9")
+    plain = await sent_to(found, session_id="é")
+    assert session_headers(escaped)["x-session-affinity"] == "%25C3%25A9"
+    assert session_headers(plain)["x-session-affinity"] == "%C3%A9"
+
+
 def strings(value: Any) -> list[str]:
     """Every string in a JSON value: keys and values, at any depth."""
     if isinstance(value, str):

@@ -18,7 +18,7 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import attrs
 import jiter
@@ -60,6 +60,7 @@ __all__ = [
     "priced",
     "reported",
     "server_of",
+    "session_header",
     "session_key",
 ]
 
@@ -79,6 +80,21 @@ def session_key(options: StreamOptions) -> str | None:
     if not session_id or options.cache_retention == "none":
         return None
     return session_id[:SESSION_KEY_CHARACTERS]
+
+
+_HEADER_SAFE = "".join(chr(code) for code in range(0x21, 0x7F) if chr(code) != "%")
+"""The characters a session key keeps in a header; others are percent-encoded."""
+
+
+def session_header(key: str) -> str:
+    """``key`` (a :func:`session_key`) as a header carries it, for the session headers of
+    every provider: printable ASCII other than ``%`` as it is, any other character (a
+    space, ``%``, a control character, one that is not ASCII, a lone surrogate)
+    percent-encoded as its UTF-8 bytes. Every key makes a header the request can carry,
+    the same each time, and two keys never make the same header."""
+    if all(char in _HEADER_SAFE for char in key):
+        return key
+    return quote(key, safe=_HEADER_SAFE, errors="surrogatepass")
 
 
 def openai_effort(level: str) -> str:

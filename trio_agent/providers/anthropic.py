@@ -50,9 +50,9 @@ rules say ``supportsLongCacheRetention: false``: then the five minutes); with
 ``session_id`` cut to 64 characters) goes in a session-affinity header where the
 model's rules say ``sendSessionAffinityHeaders`` (and on OpenRouter, by default):
 ``x-session-id`` in OpenRouter's format, else ``x-session-affinity``; a character
-a header cannot carry is percent-encoded. ``usage.cache_creation.
-ephemeral_1h_input_tokens`` becomes ``Usage.cache_write_long``, which costs twice
-the input price.
+a header cannot carry, or a ``%``, is percent-encoded (:func:`session_header`).
+``usage.cache_creation.ephemeral_1h_input_tokens`` becomes
+``Usage.cache_write_long``, which costs twice the input price.
 
 Reading the stream: ``message_start`` (the response id and first usage),
 content blocks by index (text, thinking with its ``signature_delta``,
@@ -97,6 +97,7 @@ from ._common import (
     parse_json,
     prepare_messages,
     reported,
+    session_header,
     session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, path, show, string
@@ -476,22 +477,6 @@ def _affinity_header(model: Model) -> str | None:
     return "x-session-id" if style == "openrouter" else "x-session-affinity"
 
 
-_HEADER_SAFE = frozenset(chr(code) for code in range(0x21, 0x7F)) - {"%"}
-"""The characters a session key keeps in a header; others are percent-encoded (UTF-8)."""
-
-
-def _header_value(key: str) -> str:
-    """``key`` as a header can carry it: printable ASCII as it is, any other character
-    (a space, a control character, one that is not ASCII) percent-encoded, so every key
-    is sent and two keys stay apart."""
-    if all(char in _HEADER_SAFE for char in key):
-        return key
-    return "".join(
-        char if char in _HEADER_SAFE else "".join(f"%{byte:02X}" for byte in char.encode())
-        for char in key
-    )
-
-
 class Anthropic(HttpProvider):
     """The Anthropic messages provider. One instance per HTTP client."""
 
@@ -534,7 +519,7 @@ class Anthropic(HttpProvider):
         if key is not None:
             affinity = _affinity_header(model)
             if affinity is not None:
-                headers[affinity] = _header_value(key)
+                headers[affinity] = session_header(key)
         if managed:
             headers["anthropic-beta"] = _MANAGED_BETAS
         elif body.get("thinking", {}).get("type") == "enabled":

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, TypeAlias, get_args
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import attrs
 import jiter
@@ -85,6 +85,7 @@ from ._common import (
     parse_json,
     prepare_messages,
     reported,
+    session_header,
     session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
@@ -593,19 +594,6 @@ def _template_values(
             if isinstance(mapped, str):
                 out[key] = mapped
     return out
-
-
-_HEADER_SAFE = "".join(chr(code) for code in range(0x21, 0x7F) if chr(code) != "%")
-
-
-def session_header(key: str) -> str:
-    """``key`` (the session id as :func:`~trio_agent.providers._common.session_key` cuts
-    it) as a header carries it: as it is when it is printable ASCII, else percent-encoded
-    (UTF-8; a lone surrogate as its three bytes), so that an id a header cannot carry
-    still names the conversation, the same way each time, and the request is sent."""
-    if key.isascii() and key.isprintable():
-        return key
-    return quote(key, safe=_HEADER_SAFE, errors="surrogatepass")
 
 
 def _session_headers(form: SessionAffinityFormat | None, key: str) -> dict[str, str]:

@@ -103,12 +103,12 @@ from ._common import (
     parse_json,
     prepare_messages,
     reported,
+    session_header,
     session_key,
 )
 from ._fields import Malformed, count, dumps, integer, obj, objects, path, show, string
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure, json_text
-from .openai_chat import session_header
 
 __all__ = ["API", "OpenAIResponses", "model", "provider", "stream"]
 
