@@ -107,6 +107,18 @@ async def test_a_retry_delay_past_the_limit_keeps_the_fields(clock: Any) -> None
     assert fields(message) == ("error", "rate_limit", 429, 3600.0)
 
 
+async def test_a_reply_that_succeeds_after_a_retry_has_no_error_fields(clock: Any) -> None:
+    """The fields are the failure's: a retry that succeeds leaves none of the 429's."""
+    responses = [
+        ScriptedResponse.error(429, {"error": {"message": "Slow down"}}, retry_after=2),
+        ScriptedResponse(body=TEXT),
+    ]
+    async with open_sse_server(*responses) as server:
+        result = await call(CHAT.stream, CHAT.model(server.url), opts=options(max_retries=1))
+    assert fields(result.message) == ("stop", None, None, None)
+    assert len(server.requests) == 2
+
+
 async def test_a_529_from_anthropic_is_overloaded(clock: Any) -> None:
     body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     message = await reply_to(ANTHROPIC, ScriptedResponse.error(529, body))
