@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import typing
 from typing import Any
 
@@ -609,3 +611,17 @@ def test_whatever_an_error_response_holds_the_reply_has_a_kind_and_its_status(
     assert message.http_status == status
     assert message.retry_after is None or message.retry_after >= 0
     assert not (message.retry_after is not None and math.isnan(message.retry_after))
+
+
+def test_the_patterns_are_compiled_on_the_first_error_read_not_on_import() -> None:
+    """``import trio_agent`` (and a run that does not fail) compiles no overflow pattern;
+    the first classification does, once."""
+    code = (
+        "import trio_agent\n"
+        "from trio_agent._overflow import _patterns, error_kind\n"
+        "assert _patterns.cache_info().currsize == 0, 'compiled on import'\n"
+        "assert error_kind('prompt is too long') == 'context_overflow'\n"
+        "assert _patterns.cache_info().currsize == 1\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
