@@ -17,6 +17,7 @@ from trio_agent import (
     Agent,
     AgentLoopConfig,
     Budget,
+    StreamOptions,
     TextContent,
     Timeouts,
     UserMessage,
@@ -218,7 +219,17 @@ REFUSED: list[tuple[str, Any, type[Exception], str]] = [
         ValueError,
         "cache_retention must be 'none', 'short' or 'long', not None",
     ),
+    ("session_id", 123, TypeError, "session_id must be a str or None, not int 123"),
+    ("session_id", b"s-1", TypeError, "session_id must be a str or None, not bytes b's-1'"),
 ]
+
+
+@pytest.mark.parametrize("bad", [123, b"s-1", ["s-1"]])
+def test_stream_options_refuse_a_session_id_that_is_not_a_string(bad: Any) -> None:
+    """A request sends the session id in its body and headers: one that is not a string
+    is refused where it is given, not by the provider in the middle of a run."""
+    with pytest.raises(TypeError, match=r"^session_id must be a str or None, not "):
+        StreamOptions(session_id=bad)
 
 
 @pytest.mark.parametrize(("name", "bad", "kind", "message"), REFUSED)

@@ -21,7 +21,13 @@ from ._messages import (
     Usage,
 )
 from ._model import Model
-from ._stream import CacheRetention, ReasoningLevel, Timeouts, check_cache_retention
+from ._stream import (
+    CacheRetention,
+    ReasoningLevel,
+    Timeouts,
+    check_cache_retention,
+    check_session_id,
+)
 from ._tools import AgentTool, check_time_limit, shown_number
 
 __all__ = [
@@ -180,7 +186,7 @@ class AgentLoopConfig:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning: ReasoningLevel | None = None
-    session_id: str | None = None
+    session_id: str | None = attrs.field(default=None)
     cache_retention: CacheRetention = attrs.field(default="short")
     headers: Mapping[str, str] = attrs.field(factory=dict)
     max_retries: int = attrs.field(default=2)
@@ -217,6 +223,10 @@ class AgentLoopConfig:
     prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = attrs.field(
         default=None, validator=_async_hook
     )
+
+    @session_id.validator
+    def _check_session_id(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_session_id(value)
 
     @cache_retention.validator
     def _check_cache_retention(self, attribute: attrs.Attribute[Any], value: Any) -> None:

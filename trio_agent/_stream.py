@@ -102,6 +102,16 @@ def check_cache_retention(value: object, name: str = "cache_retention") -> None:
         raise ValueError(f"{name} must be 'none', 'short' or 'long', not {value!r:.80}")
 
 
+def check_session_id(value: object) -> None:
+    """Raise ``TypeError`` unless ``value`` is a session id: a ``str``, or None. The
+    providers send it in a request's body and headers, so one of another type is refused
+    where it is given rather than in the middle of a run."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(
+            f"session_id must be a str or None, not {type(value).__name__} {value!r:.80}"
+        )
+
+
 @attrs.frozen
 class LlmContext:
     """What the model is asked: the system prompt, the messages it sees, the tools it may call.
@@ -151,12 +161,16 @@ class StreamOptions:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning: ReasoningLevel | None = None
-    session_id: str | None = None
+    session_id: str | None = attrs.field(default=None)
     cache_retention: CacheRetention = attrs.field(default="short")
     headers: Mapping[str, str] = attrs.field(factory=dict)
     max_retries: int = 2
     max_retry_delay: float = 60.0
     timeouts: Timeouts = Timeouts()
+
+    @session_id.validator
+    def _check_session_id(self, attribute: attrs.Attribute[Any], value: Any) -> None:
+        check_session_id(value)
 
     @cache_retention.validator
     def _check_cache_retention(self, attribute: attrs.Attribute[Any], value: Any) -> None:
