@@ -54,6 +54,7 @@ __all__ = [
     "model_effort",
     "offered_level",
     "offers",
+    "on_openrouter",
     "openai_effort",
     "parse_json",
     "prepare_messages",
@@ -80,6 +81,12 @@ def session_key(options: StreamOptions) -> str | None:
     if not session_id or options.cache_retention == "none":
         return None
     return session_id[:SESSION_KEY_CHARACTERS]
+
+
+def on_openrouter(model: Model) -> bool:
+    """Whether ``model`` is served by OpenRouter (its provider, or its base URL), whose
+    session header and cache rules differ from the others'."""
+    return model.provider == "openrouter" or "openrouter.ai" in model.base_url
 
 
 _HEADER_SAFE = "".join(chr(code) for code in range(0x21, 0x7F) if chr(code) != "%")

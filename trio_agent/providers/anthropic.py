@@ -94,6 +94,7 @@ from ._common import (
     PartialJson,
     offered_level,
     offers,
+    on_openrouter,
     parse_json,
     prepare_messages,
     reported,
@@ -460,17 +461,13 @@ def _cache_control(model: Model, options: StreamOptions) -> dict[str, str] | Non
     return {"type": "ephemeral"}
 
 
-def _openrouter(model: Model) -> bool:
-    return model.provider == "openrouter" or "openrouter.ai" in model.base_url
-
-
 def _affinity_header(model: Model) -> str | None:
     """The header that carries the session key, so the host routes a conversation's
     requests to where its prompt cache is (as pi-ai): on a model whose rules say
     ``sendSessionAffinityHeaders`` (by default on OpenRouter), ``x-session-id`` when
     ``sessionAffinityFormat`` is ``"openrouter"`` (OpenRouter's default), else
     ``x-session-affinity``; None when the model's host takes none."""
-    openrouter = _openrouter(model)
+    openrouter = on_openrouter(model)
     if not _flag(model, "sendSessionAffinityHeaders", openrouter):
         return None
     style = _flag(model, "sessionAffinityFormat", "openrouter" if openrouter else None)

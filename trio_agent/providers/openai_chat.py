@@ -82,6 +82,7 @@ from ._common import (
     PartialJson,
     model_effort,
     offers,
+    on_openrouter,
     parse_json,
     prepare_messages,
     reported,
@@ -302,7 +303,7 @@ def resolve_compat(model: Model) -> Compat:
     if provider in ("", "openai-compatible"):
         provider = detect_provider(model.base_url)
     standard = provider == "openai"
-    openrouter = provider == "openrouter" or "openrouter.ai" in model.base_url
+    openrouter = on_openrouter(model)
     detected = attrs.evolve(
         _OPENAI,
         max_tokens_field=(

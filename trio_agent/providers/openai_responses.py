@@ -100,6 +100,7 @@ from ._common import (
     PartialJson,
     model_effort,
     offers,
+    on_openrouter,
     parse_json,
     prepare_messages,
     reported,
@@ -345,8 +346,7 @@ def _session_headers(model: Model, key: str) -> dict[str, str]:
     key = session_header(key)
     form = model.compat_flags.get("sessionAffinityFormat")
     if form not in _SESSION_FORMATS:
-        openrouter = model.provider == "openrouter" or "openrouter.ai" in model.base_url
-        form = "openrouter" if openrouter else "openai"
+        form = "openrouter" if on_openrouter(model) else "openai"
     if form == "openrouter":
         return {"x-session-id": key}
     headers = {"session-id": key} if form == "openai" else {}
