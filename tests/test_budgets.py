@@ -622,3 +622,79 @@ def test_any_run_ends_with_every_call_answered_and_no_budget_exceeded_past_one_t
     elif requests < len(script) and replies[-1].stop_reason != "error":
         # The run ended before the script without a budget: the model was done.
         assert not replies[-1].tool_calls
+
+
+@examples(0.05)
+@given(
+    script=st.lists(_replies, min_size=1, max_size=8),
+    budget=_budgets,
+    parallel=st.booleans(),
+    steering=st.integers(0, 3),
+    follow_ups=st.integers(0, 3),
+)
+def test_with_queues_and_hooks_a_budget_stop_answers_every_call_and_asks_nothing_after(
+    script: list[faux.Reply], budget: Budget, parallel: bool, steering: int, follow_ups: int
+) -> None:
+    """Steering and follow-up messages queued, ``should_stop_after_turn`` and
+    ``prepare_next_turn`` set: a run a budget stops still ends with every call answered,
+    within its turn and tool-call limits, and no queue or hook hears from it after the
+    turn that reached the budget."""
+    recorder = EventRecorder()
+    asked: list[tuple[str, int]] = []  # (hook, turns ended when it was called)
+    queues = {"steering": steering, "follow-ups": follow_ups}
+
+    def turns_ended() -> int:
+        return recorder.types.count("turn_end")
+
+    def poll(name: str) -> list[AgentMessage]:
+        asked.append((name, turns_ended()))
+        if queues[name] == 0:
+            return []
+        queues[name] -= 1
+        return [UserMessage.text(f"{name} {queues[name]}")]
+
+    async def get_steering() -> list[AgentMessage]:
+        return poll("steering")
+
+    async def get_follow_ups() -> list[AgentMessage]:
+        return poll("follow-ups")
+
+    async def should_stop(turn: TurnContext) -> bool:
+        asked.append(("stop", turns_ended()))
+        return False
+
+    async def prepare(turn: TurnContext) -> None:
+        asked.append(("prepare", turns_ended()))
+
+    async def main() -> tuple[list[AgentMessage], int]:
+        model = faux.model(script)
+        messages = await run_agent_loop(
+            [UserMessage.text("go")],
+            AgentContext(tools=[ECHO]),
+            AgentLoopConfig(
+                model=model,
+                budget=budget,
+                tool_execution="parallel" if parallel else "sequential",
+                get_steering_messages=get_steering,
+                get_follow_up_messages=get_follow_ups,
+                should_stop_after_turn=should_stop,
+                prepare_next_turn=prepare,
+            ),
+            recorder,
+        )
+        return messages, len(model.calls)
+
+    messages, requests = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    check_event_grammar(recorder.events)
+    check_transcript(messages)
+    replies = [m for m in messages if isinstance(m, AssistantMessage)]
+    call_ids = [call.id for reply in replies for call in reply.tool_calls]
+    assert sorted(r.tool_call_id for r in results(messages)) == sorted(call_ids)
+    if budget.turns is not None:
+        assert requests <= budget.turns
+    if budget.tool_calls is not None:
+        ran = [r for r in results(messages) if not r.is_error]
+        assert len(ran) <= budget.tool_calls
+    if stop_of(recorder) is not None:
+        last = turns_ended()
+        assert [hook for hook, when in asked if when == last] == []
