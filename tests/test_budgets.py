@@ -277,6 +277,47 @@ async def test_a_tools_usage_that_is_not_numbers_is_left_out() -> None:
     assert len(results(messages)) == 2
 
 
+async def test_a_tools_negative_usage_gives_nothing_back() -> None:
+    """A tool that reports negative tokens or dollars does not lower what the run has
+    used: the budget still stops the run at the turn that reaches it."""
+    refund = Usage(input=-10_000, output=-10_000, cost=Cost(total=-5.0))
+
+    async def refunds(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        return attrs.evolve(ToolResult.text("fine"), usage=refund)
+
+    tool_turn = with_usage(faux.reply(faux.tool_call("refunds")), used(output=60, cost=0.6))
+    for budget, name in [(Budget(output_tokens=100), "output_tokens"), (Budget(cost=1.0), "cost")]:
+        model = faux.model([tool_turn, tool_turn, tool_turn, "done"])
+        _, recorder = await run(model, budget, [make_tool("refunds", refunds)])
+        stop = stop_of(recorder)
+        assert stop is not None
+        assert (stop.name, stop.used, len(model.calls)) == (
+            name,
+            pytest.approx(120 if name == "output_tokens" else 1.2),
+            2,
+        )
+
+
+async def test_counts_and_costs_too_large_for_a_float_do_not_fail_the_run() -> None:
+    """A tool's cost of 10**400 dollars (an int no float holds) is left out, as a cost
+    that is not finite is; a reply that read 10**400 tokens stops a cost budget before
+    the next request (which would read as much, at any price)."""
+    huge = Usage(cost=Cost(total=10**400))
+
+    async def big(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
+        return attrs.evolve(ToolResult.text("fine"), usage=huge)
+
+    model = faux.model([faux.reply(faux.tool_call("big")), "done"])
+    _, recorder = await run(model, Budget(cost=1.0), [make_tool("big", big)])
+    assert (stop_of(recorder), len(model.calls)) == (None, 2)
+
+    script = [with_usage(echo_call(), used(input=10**400)), "never"]
+    model = attrs.evolve(faux.model(script), cost=ModelCost(input=3.0, cache_read=0.3))
+    _, recorder = await run(model, Budget(cost=1.0))
+    assert stop_of(recorder) == BudgetReached("cost", 1.0, 0.0)
+    assert len(model.calls) == 1
+
+
 def test_budget_reached_shows_an_int_too_long_for_digits_by_its_size() -> None:
     text = str(BudgetReached("input_tokens", 10, 10**5000))
     assert (

@@ -115,7 +115,18 @@ class BudgetReached:
 
 
 def _tokens(value: Any) -> int:
-    return value if type(value) is int else 0
+    return value if type(value) is int and value > 0 else 0
+
+
+def _dollars(value: Any) -> float:
+    """A cost as a float; 0 for one that is not a positive finite number (an int no float
+    holds among them)."""
+    if type(value) is float or type(value) is int:
+        with contextlib.suppress(OverflowError):
+            dollars = float(value)
+            if math.isfinite(dollars) and dollars > 0:
+                return dollars
+    return 0.0
 
 
 def _shown(value: float) -> str:
@@ -169,13 +180,12 @@ class Meter:
     def _add(self, usage: Usage) -> int:
         # What a server reports is bounded by its provider; a tool's usage is whatever the
         # tool made: a count that is not an int, or a cost that is not a finite number, is
-        # left out rather than allowed to fail the run.
+        # left out rather than allowed to fail the run, and a negative one too: nothing
+        # gives back what the run has used.
         read = _tokens(usage.input) + _tokens(usage.cache_read) + _tokens(usage.cache_write)
         self.input += read
         self.output += _tokens(usage.output)
-        cost = getattr(usage.cost, "total", None)
-        if (type(cost) is float or type(cost) is int) and math.isfinite(cost):
-            self.cost += cost
+        self.cost += _dollars(getattr(usage.cost, "total", None))
         return read
 
     def turn_done(
@@ -188,7 +198,11 @@ class Meter:
         # The next request reads at least ``floor`` tokens, each at least at the cheaper of
         # the model's input and cache-read prices.
         rates = model.cost.rates(floor)
-        self.floor_cost = floor * min(rates.input, rates.cache_read) / 1e6
+        try:
+            tokens = float(floor)
+        except OverflowError:  # more tokens than a float holds: as many as it can
+            tokens = math.inf
+        self.floor_cost = tokens * min(rates.input, rates.cache_read) / 1e6
         for result in results:
             if result.usage is not None:
                 self._add(result.usage)
