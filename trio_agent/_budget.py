@@ -75,7 +75,10 @@ class Budget:
     - ``turns``: model requests the run makes.
     - ``tool_calls``: tool calls the run answers (0: none runs).
 
-    A tool result's ``usage`` (a tool that calls a model itself) counts too.
+    A tool result's ``usage`` (a tool that calls a model itself) counts too,
+    except what in it is not a positive number: a negative count or cost gives
+    nothing back, and one of another type (or a cost that is not finite, or too
+    large for a float) is left out.
     Token limits, ``turns`` and ``cost`` are positive; ``tool_calls`` is 0 or
     more. A bad value is a ``TypeError`` or ``ValueError`` naming the field.
 
