@@ -291,11 +291,8 @@ async def test_a_tools_negative_usage_gives_nothing_back() -> None:
         _, recorder = await run(model, budget, [make_tool("refunds", refunds)])
         stop = stop_of(recorder)
         assert stop is not None
-        assert (stop.name, stop.used, len(model.calls)) == (
-            name,
-            pytest.approx(120 if name == "output_tokens" else 1.2),
-            2,
-        )
+        assert (stop.name, len(model.calls)) == (name, 2)
+        assert stop.used == pytest.approx(120 if name == "output_tokens" else 1.2)
 
 
 async def test_counts_and_costs_too_large_for_a_float_do_not_fail_the_run() -> None:
@@ -311,7 +308,7 @@ async def test_counts_and_costs_too_large_for_a_float_do_not_fail_the_run() -> N
     _, recorder = await run(model, Budget(cost=1.0), [make_tool("big", big)])
     assert (stop_of(recorder), len(model.calls)) == (None, 2)
 
-    script = [with_usage(echo_call(), used(input=10**400)), "never"]
+    script: list[faux.Script] = [with_usage(echo_call(), used(input=10**400)), "never"]
     model = attrs.evolve(faux.model(script), cost=ModelCost(input=3.0, cache_read=0.3))
     _, recorder = await run(model, Budget(cost=1.0))
     assert stop_of(recorder) == BudgetReached("cost", 1.0, 0.0)
