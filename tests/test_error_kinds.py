@@ -109,6 +109,18 @@ async def test_a_retry_delay_past_the_limit_keeps_the_fields(clock: Any) -> None
     assert fields(message) == ("error", "rate_limit", 429, 3600.0)
 
 
+@pytest.mark.parametrize("forever", ["inf", "1e400"])
+async def test_a_wait_forever_is_no_retry_delay(clock: Any, forever: str) -> None:
+    # A program that sleeps for a reply's retry_after must not sleep forever.
+    limited = ScriptedResponse.error(
+        429, {"error": {"message": "Slow down"}}, headers={"retry-after": forever}
+    )
+    message = await reply_to(CHAT, limited, max_retries=2)
+    assert fields(message) == ("error", "rate_limit", 429, None)
+    assert message.error_message is not None
+    assert "wait forever" in message.error_message
+
+
 async def test_a_reply_that_succeeds_after_a_retry_has_no_error_fields(clock: Any) -> None:
     """The fields are the failure's: a retry that succeeds leaves none of the 429's."""
     responses = [
@@ -348,6 +360,26 @@ async def test_a_server_that_is_not_there_is_network(clock: Any) -> None:
 async def test_a_body_that_is_not_a_stream_is_malformed(clock: Any) -> None:
     html = ScriptedResponse(body=b"<html>hi</html>", content_type="text/html")
     assert fields(await reply_to(CHAT, html)) == ("error", "malformed", None, None)
+
+
+async def test_an_error_sent_with_a_200_says_its_kind(clock: Any) -> None:
+    # A proxy that answers 200 with a JSON error: the reply is not a stream, and still
+    # an input too long (by its code, or by its words) or a rate limit.
+    for body, kind in [
+        (
+            b'{"error": {"code": "context_length_exceeded", "message": "Too long"}}',
+            "context_overflow",
+        ),
+        (
+            b'{"error": {"message": "prompt is too long: 213462 tokens > 200000 maximum"}}',
+            "context_overflow",
+        ),
+        (b'{"error": {"code": "rate_limit_exceeded", "message": "Slow down"}}', "rate_limit"),
+    ]:
+        sent = ScriptedResponse(body=body, content_type="application/json")
+        message = await reply_to(CHAT, sent)
+        assert fields(message) == ("error", kind, None, None)
+        assert is_context_overflow(message) == (kind == "context_overflow")
 
 
 async def test_an_event_that_is_not_json_is_malformed(clock: Any) -> None:

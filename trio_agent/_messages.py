@@ -223,7 +223,8 @@ class AssistantMessage:
     (``error_kind``, an :data:`ErrorKind`), the HTTP status of the response that
     refused it (``http_status``), and how many seconds the server asked to wait
     before the next request (``retry_after``, from the ``retry-after`` /
-    ``retry-after-ms`` headers or a Google ``RetryInfo``); each is None otherwise,
+    ``retry-after-ms`` headers or a Google ``RetryInfo``; a finite number, as a
+    server's "wait forever" is no delay: its ``error_message`` says it); each is None otherwise,
     and always on a reply that did not fail. ``provider_thinking_level`` is the
     effort the provider was asked to reply at, where it needs that to replay the
     message (Anthropic models whose effort is set mid-conversation); None

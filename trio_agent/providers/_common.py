@@ -15,6 +15,7 @@ listener's exception through.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -749,11 +750,13 @@ class HttpProvider:
         parser's failure without one is ``malformed``), HTTP status and retry delay."""
         await trio.lowlevel.checkpoint()  # a refusal before any request is a checkpoint too
         builder.usage = priced(builder.usage, model)
+        delay = failure.retry_after
         message = attrs.evolve(
             builder.finish("error", text),
             error_kind=failure.kind or "malformed",
             http_status=failure.status,
-            retry_after=failure.retry_after,
+            # A server's "wait forever" is no delay a program can sleep for: its text says it.
+            retry_after=delay if delay is not None and math.isfinite(delay) else None,
         )
         await emit(builder.done(message))
         return message

@@ -777,9 +777,12 @@ class _Opened:
             if body is not None:
                 text = error_text(body, self._secrets)
             shown = _clip(kind, self._secrets, 100) or "no content type"
+            codes = () if body is None else _error_codes(body)
             return ProviderFailure(
                 f"{self.name} answered with {shown}, not an event stream: {text}",
-                kind="malformed",
+                # An error a proxy sends with a 200 still says what it is (an input too
+                # long, a rate limit); otherwise the reply is not what was asked for.
+                kind=error_kind(text, codes=codes, provider=self.name, default="malformed"),
             )
         return None
 
