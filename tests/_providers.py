@@ -20,6 +20,9 @@ from trio_agent import (
     AssistantMessageEvent,
     LlmContext,
     StreamOptions,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
     UserMessage,
 )
 from trio_agent._stream import Timeouts
@@ -211,3 +214,52 @@ def server_in_thread(
         assert not thread.is_alive(), "the server's thread did not end"
     if failure:
         raise failure[0]
+
+
+# --- what a run costs: a tool conversation as a catalog model's server receives it ---------------
+
+LONG_SESSION_ID = "s" * 36 + "-" + "0123456789" * 6 + "z" * 3
+"""A session id of 100 characters: never sent whole."""
+CUT_SESSION_ID = LONG_SESSION_ID[:64]
+"""What is sent of it: its first 64 characters."""
+
+
+def tool_conversation(found: Any, call_id: str = "call_1") -> LlmContext:
+    """Three turns of a tool conversation with ``found``: a question, a call and its
+    result, an answer, then the next question."""
+    from tests._support import ECHO, make_tool  # here: _support imports the test kit
+
+    turn = {"api": found.api, "provider": found.provider, "model": found.id}
+    return context(
+        UserMessage.text("What does the file say?"),
+        AssistantMessage(
+            content=[TextContent("Reading."), ToolCall(call_id, "lookup", {"path": "a"})],
+            stop_reason="toolUse",
+            **turn,
+        ),
+        ToolResultMessage(
+            tool_call_id=call_id, tool_name="lookup", content=[TextContent("it says hi")]
+        ),
+        AssistantMessage(content=[TextContent("It says hi.")], **turn),
+        UserMessage.text("And the other one?"),
+        system_prompt="Be brief.",
+        tools=[ECHO, make_tool("lookup", ECHO.execute)],
+    )
+
+
+async def conversation_request(
+    provider: Callable[[httpx.AsyncClient], Any],
+    found: Any,
+    reply: ScriptedResponse,
+    call_id: str = "call_1",
+    **opts: Any,
+) -> Any:
+    """The request ``provider`` (a provider class) sends for ``found`` (a catalog model, at
+    its own server), seen on loopback: the tool conversation, with a session id (``s-1``,
+    unless given)."""
+    opts.setdefault("session_id", "s-1")
+    async with open_sse_server(reply) as server, as_if_at(server.url) as client:
+        await call(
+            provider(client).stream, found, tool_conversation(found, call_id), options(**opts)
+        )
+    return server.requests[0]

@@ -14,16 +14,19 @@ import pytest
 from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
 
 from tests._providers import (
+    CUT_SESSION_ID,
+    LONG_SESSION_ID,
     PIECES,
     as_if_at,
     call,
     check_stream,
     context,
+    conversation_request,
     fixture,
     options,
 )
 from tests._sdk import check
-from tests._support import ECHO, make_tool
+from tests._support import ECHO
 from trio_agent import (
     AssistantMessage,
     ImageContent,
@@ -943,44 +946,13 @@ async def test_a_chunk_nested_deeper_than_the_json_parser_takes_is_malformed_jso
 
 # --- what a run costs: prompt caching, the session, reasoning off ---------------------------------
 
-LOOKUP = make_tool("lookup", ECHO.execute)
-LONG_ID = "s" * 36 + "-" + "0123456789" * 6 + "z" * 3  # 100 characters
-CUT_ID = LONG_ID[:64]
-
-
-def tool_conversation(model: Any) -> Any:
-    """Three turns of a tool conversation with ``model``: a question, a call and its
-    result, an answer, then the next question."""
-    turn = {"api": model.api, "provider": model.provider, "model": model.id}
-    return context(
-        UserMessage.text("What does the file say?"),
-        AssistantMessage(
-            content=[TextContent("Reading."), ToolCall("call_1", "lookup", {"path": "a"})],
-            stop_reason="toolUse",
-            **turn,
-        ),
-        ToolResultMessage(
-            tool_call_id="call_1", tool_name="lookup", content=[TextContent("it says hi")]
-        ),
-        AssistantMessage(content=[TextContent("It says hi.")], **turn),
-        UserMessage.text("And the other one?"),
-        system_prompt="Be brief.",
-        tools=[ECHO, LOOKUP],
-    )
-
 
 async def sent_to(found: Any, **opts: Any) -> Any:
     """The request a run of ``found`` (a catalog model, at its own server) sends, seen on
     loopback: the tool conversation, with a session id (``s-1``, unless given)."""
-    opts.setdefault("session_id", "s-1")
-    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
-        await call(
-            openai_chat.OpenAIChat(client).stream,
-            found,
-            tool_conversation(found),
-            options(**opts),
-        )
-    return server.requests[0]
+    return await conversation_request(
+        openai_chat.OpenAIChat, found, sse("text.sse"), "call_1", **opts
+    )
 
 
 SESSION_HEADERS = ("session_id", "x-client-request-id", "x-session-affinity", "x-session-id")
@@ -1139,11 +1111,11 @@ async def test_a_long_session_id_never_reaches_a_server_uncut(
 ) -> None:
     """A session id of 100 characters goes in no field and no header whole: its first 64
     (what OpenAI takes) name the conversation wherever it is sent."""
-    request = await sent_to(found, session_id=LONG_ID, cache_retention=retention)
+    request = await sent_to(found, session_id=LONG_SESSION_ID, cache_retention=retention)
     sent = [*request.headers.values(), *strings(request.json)]
-    assert not [value for value in sent if LONG_ID in value]
-    named = [value for value in sent if CUT_ID in value]
-    assert named == [CUT_ID] * len(named)
+    assert not [value for value in sent if LONG_SESSION_ID in value]
+    named = [value for value in sent if CUT_SESSION_ID in value]
+    assert named == [CUT_SESSION_ID] * len(named)
     # Z.ai gets the session only as the key of a long cache.
     assert bool(named) == (found.provider != "zai" or retention == "long")
 

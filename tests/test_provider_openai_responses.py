@@ -17,13 +17,16 @@ import trio
 from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
 
 from tests._providers import (
+    CUT_SESSION_ID,
     FIXTURES,
+    LONG_SESSION_ID,
     PIECES,
     Call,
     as_if_at,
     call,
     check_stream,
     context,
+    conversation_request,
     fixture,
     options,
 )
@@ -924,45 +927,15 @@ async def test_a_whole_count_as_a_float_or_digit_string_is_read(clock: Any) -> N
 
 # --- what a run costs: prompt caching, the session, reasoning off ---------------------------------
 
-LOOKUP = make_tool("lookup", ECHO.execute)
-LONG_ID = "s" * 36 + "-" + "0123456789" * 6 + "z" * 3  # 100 characters
-CUT_ID = LONG_ID[:64]
 SESSION_HEADERS = ("session-id", "x-client-request-id", "x-session-affinity", "x-session-id")
-
-
-def tool_conversation(found: Any) -> Any:
-    """Three turns of a tool conversation with ``found``: a question, a call and its
-    result, an answer, then the next question."""
-    turn = {"api": found.api, "provider": found.provider, "model": found.id}
-    return context(
-        UserMessage.text("What does the file say?"),
-        AssistantMessage(
-            content=[TextContent("Reading."), ToolCall("call_1|fc_1", "lookup", {"path": "a"})],
-            stop_reason="toolUse",
-            **turn,
-        ),
-        ToolResultMessage(
-            tool_call_id="call_1|fc_1", tool_name="lookup", content=[TextContent("it says hi")]
-        ),
-        AssistantMessage(content=[TextContent("It says hi.")], **turn),
-        UserMessage.text("And the other one?"),
-        system_prompt="Be brief.",
-        tools=[ECHO, LOOKUP],
-    )
 
 
 async def sent_to(found: Any, **opts: Any) -> Any:
     """The request a run of ``found`` (a catalog model, at its own server) sends, seen on
     loopback: the tool conversation, with a session id (``s-1``, unless given)."""
-    opts.setdefault("session_id", "s-1")
-    async with open_sse_server(sse("text.sse")) as server, as_if_at(server.url) as client:
-        await call(
-            openai_responses.OpenAIResponses(client).stream,
-            found,
-            tool_conversation(found),
-            options(**opts),
-        )
-    return server.requests[0]
+    return await conversation_request(
+        openai_responses.OpenAIResponses, found, sse("text.sse"), "call_1|fc_1", **opts
+    )
 
 
 def session_headers(request: Any) -> dict[str, str]:
@@ -1081,13 +1054,13 @@ async def test_a_long_session_id_never_reaches_a_server_uncut(
     """A session id of 100 characters goes in no field and no header whole (OpenAI
     refuses a ``prompt_cache_key`` over 64 characters): its first 64 are sent."""
     request = await sent_to(
-        openai_responses.model(id), session_id=LONG_ID, cache_retention=retention
+        openai_responses.model(id), session_id=LONG_SESSION_ID, cache_retention=retention
     )
     sent = [*request.headers.values(), *strings(request.json)]
-    assert not [value for value in sent if LONG_ID in value]
-    named = [value for value in sent if CUT_ID in value]
-    assert named == [CUT_ID] * 3  # the key, and the two headers
-    assert request.json["prompt_cache_key"] == CUT_ID
+    assert not [value for value in sent if LONG_SESSION_ID in value]
+    named = [value for value in sent if CUT_SESSION_ID in value]
+    assert named == [CUT_SESSION_ID] * 3  # the key, and the two headers
+    assert request.json["prompt_cache_key"] == CUT_SESSION_ID
 
 
 def strings(value: Any) -> list[str]:

@@ -186,8 +186,8 @@ class AgentLoopConfig:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning: ReasoningLevel | None = None
-    session_id: str | None = attrs.field(default=None)
-    cache_retention: CacheRetention = attrs.field(default="short")
+    session_id: str | None = attrs.field(default=None, validator=check_session_id)
+    cache_retention: CacheRetention = attrs.field(default="short", validator=check_cache_retention)
     headers: Mapping[str, str] = attrs.field(factory=dict)
     max_retries: int = attrs.field(default=2)
     max_retry_delay: float = attrs.field(default=60.0)
@@ -223,14 +223,6 @@ class AgentLoopConfig:
     prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = attrs.field(
         default=None, validator=_async_hook
     )
-
-    @session_id.validator
-    def _check_session_id(self, attribute: attrs.Attribute[Any], value: Any) -> None:
-        check_session_id(value)
-
-    @cache_retention.validator
-    def _check_cache_retention(self, attribute: attrs.Attribute[Any], value: Any) -> None:
-        check_cache_retention(value)
 
     @tool_execution.validator
     def _check_tool_execution(self, attribute: attrs.Attribute[str], value: str) -> None:

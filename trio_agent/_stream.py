@@ -96,16 +96,16 @@ cache key are sent.
 CACHE_RETENTIONS: tuple[CacheRetention, ...] = ("none", "short", "long")
 
 
-def check_cache_retention(value: object, name: str = "cache_retention") -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``value`` is a :data:`CacheRetention`."""
+def check_cache_retention(instance: object, attribute: object, value: Any) -> None:
+    """An attrs validator: ``ValueError`` unless ``value`` is a :data:`CacheRetention`."""
     if value not in CACHE_RETENTIONS:
-        raise ValueError(f"{name} must be 'none', 'short' or 'long', not {value!r:.80}")
+        raise ValueError(f"cache_retention must be 'none', 'short' or 'long', not {value!r:.80}")
 
 
-def check_session_id(value: object) -> None:
-    """Raise ``TypeError`` unless ``value`` is a session id: a ``str``, or None. The
-    providers send it in a request's body and headers, so one of another type is refused
-    where it is given rather than in the middle of a run."""
+def check_session_id(instance: object, attribute: object, value: Any) -> None:
+    """An attrs validator: ``TypeError`` unless ``value`` is a session id, a ``str`` or None.
+    The providers send it in a request's body and headers, so one of another type is
+    refused where it is given rather than in the middle of a run."""
     if value is not None and not isinstance(value, str):
         raise TypeError(
             f"session_id must be a str or None, not {type(value).__name__} {value!r:.80}"
@@ -161,20 +161,12 @@ class StreamOptions:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning: ReasoningLevel | None = None
-    session_id: str | None = attrs.field(default=None)
-    cache_retention: CacheRetention = attrs.field(default="short")
+    session_id: str | None = attrs.field(default=None, validator=check_session_id)
+    cache_retention: CacheRetention = attrs.field(default="short", validator=check_cache_retention)
     headers: Mapping[str, str] = attrs.field(factory=dict)
     max_retries: int = 2
     max_retry_delay: float = 60.0
     timeouts: Timeouts = Timeouts()
-
-    @session_id.validator
-    def _check_session_id(self, attribute: attrs.Attribute[Any], value: Any) -> None:
-        check_session_id(value)
-
-    @cache_retention.validator
-    def _check_cache_retention(self, attribute: attrs.Attribute[Any], value: Any) -> None:
-        check_cache_retention(value)
 
 
 Emit: TypeAlias = Callable[[AssistantMessageEvent], Awaitable[None]]
