@@ -263,3 +263,14 @@ async def conversation_request(
             provider(client).stream, found, tool_conversation(found, call_id), options(**opts)
         )
     return server.requests[0]
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a JSON value: keys and values, at any depth."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(text for item in value.values() for text in strings(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in strings(item)]
+    return []

@@ -24,6 +24,7 @@ from tests._providers import (
     conversation_request,
     fixture,
     options,
+    strings,
 )
 from tests._sdk import check
 from tests._support import ECHO
@@ -1136,17 +1137,6 @@ async def test_two_session_ids_never_share_a_header(clock: Any) -> None:
     plain = await sent_to(found, session_id="é")
     assert session_headers(escaped)["x-session-affinity"] == "%25C3%25A9"
     assert session_headers(plain)["x-session-affinity"] == "%C3%A9"
-
-
-def strings(value: Any) -> list[str]:
-    """Every string in a JSON value: keys and values, at any depth."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [*value, *(text for item in value.values() for text in strings(item))]
-    if isinstance(value, list):
-        return [text for item in value for text in strings(item)]
-    return []
 
 
 @pytest.mark.parametrize(

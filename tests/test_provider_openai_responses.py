@@ -29,6 +29,7 @@ from tests._providers import (
     conversation_request,
     fixture,
     options,
+    strings,
 )
 from tests._sdk import check
 from tests._support import ECHO, make_tool
@@ -1061,17 +1062,6 @@ async def test_a_long_session_id_never_reaches_a_server_uncut(
     named = [value for value in sent if CUT_SESSION_ID in value]
     assert named == [CUT_SESSION_ID] * 3  # the key, and the two headers
     assert request.json["prompt_cache_key"] == CUT_SESSION_ID
-
-
-def strings(value: Any) -> list[str]:
-    """Every string in a JSON value: keys and values, at any depth."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [*value, *(text for item in value.values() for text in strings(item))]
-    if isinstance(value, list):
-        return [text for item in value for text in strings(item)]
-    return []
 
 
 async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock: Any) -> None:
