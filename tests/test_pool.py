@@ -1,7 +1,7 @@
 """The providers' connection pools (``trio_agent.providers._pool``), on real sockets.
 
 Every assertion counts connections at a real loopback server (HTTP/1.1, and
-HTTPS with a ``trustme`` CA) that the real httpx client talks to; none
+HTTPS with a ``trustme`` CA) that the real httpx2 client talks to; none
 measures time. What is checked: one Trio run pools its connections across
 prompts and agents; an :func:`open_pool` block bounds them; an abort closes
 its own connection, not the pool; a connection the server closed is not
@@ -17,7 +17,7 @@ import ssl
 from typing import Any
 
 import attrs
-import httpx  # noqa: ASYNC127  (the providers' client: a test gives one its own)
+import httpx2  # noqa: ASYNC127  (the providers' client: a test gives one its own)
 import pytest
 import trio
 import trio.testing
@@ -311,7 +311,7 @@ async def test_an_http2_pool_negotiates_http2_with_a_server_that_offers_it(
     tls: Tls, http2: bool, protocol: str
 ) -> None:
     """A TLS server that offers h2 and http/1.1 (ALPN), records what the client chose, and
-    hangs up: an ``http2=True`` pool chooses h2 (which httpx speaks through ``h2``)."""
+    hangs up: an ``http2=True`` pool chooses h2 (which httpx2 speaks through ``h2``)."""
     chosen: list[str | None] = []
 
     async def handle(stream: trio.SSLStream[trio.SocketStream]) -> None:
@@ -326,7 +326,7 @@ async def test_an_http2_pool_negotiates_http2_with_a_server_that_offers_it(
         listeners = await nursery.start(trio.serve_ssl_over_tcp, handle, 0, context)
         port = listeners[0].transport_listener.socket.getsockname()[1]
         async with open_pool(http2=http2, verify=tls.client, max_connections=1) as pool:
-            with pytest.raises(httpx.HTTPError):  # the server hung up
+            with pytest.raises(httpx2.HTTPError):  # the server hung up
                 await pool.client.post(f"https://127.0.0.1:{port}/v1/chat/completions")
         nursery.cancel_scope.cancel()
     assert chosen == [protocol]
@@ -450,7 +450,7 @@ async def test_a_provider_given_its_own_client_sends_with_it_and_leaves_it_open(
     clock: Any,
 ) -> None:
     async with open_sse_server(*replies("one", "two")) as server:
-        async with httpx.AsyncClient(headers={"x-client": "own"}) as client:
+        async with httpx2.AsyncClient(headers={"x-client": "own"}) as client:
             agent = Agent(model(server.url), api_key="k", stream_fn=OpenAIChat(client).stream)
             async with open_pool() as pool:  # not used: the provider has its own client
                 await agent.prompt("1")
@@ -501,7 +501,7 @@ async def test_a_trio_run_in_a_worker_thread_of_an_open_pool_block_uses_a_pool_o
         async with (
             open_sse_server(*script) as server,
             open_pool(max_connections=1) as pool,
-            httpx.AsyncClient() as client,
+            httpx2.AsyncClient() as client,
         ):
             url = server.url
 
