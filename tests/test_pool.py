@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import ssl
+import sys
+import types
 from typing import Any
 
 import attrs
@@ -26,7 +28,11 @@ import trustme
 from tests._providers import fixture
 from trio_agent import Agent, AgentEvent, AssistantMessage, Timeouts, tool
 from trio_agent.providers import Pool, _pool, open_pool, openai_chat
+from trio_agent.providers._common import HttpProvider
+from trio_agent.providers.anthropic import Anthropic
+from trio_agent.providers.google import Google
 from trio_agent.providers.openai_chat import OpenAIChat
+from trio_agent.providers.openai_responses import OpenAIResponses
 from trio_agent.testing import ScriptedResponse, SSEServer, open_sse_server, sse_body
 
 TEXT = fixture("openai_chat", "text.sse")
@@ -465,6 +471,59 @@ async def test_a_provider_given_its_own_client_sends_with_it_and_leaves_it_open(
             await server.wait_closed_by_client()  # the application closed its client
     assert [request.headers.get("x-client") for request in server.requests] == ["own", "own"]
     assert pool.client.is_closed
+
+
+HTTP_PROVIDERS = (OpenAIChat, OpenAIResponses, Anthropic, Google)
+
+
+def _httpx_client_class() -> type:
+    """A class named as httpx's ``AsyncClient`` is (``httpx._client.AsyncClient``): the
+    one trio_agent used before httpx2, which is not installed beside it."""
+    return type("AsyncClient", (), {"__module__": "httpx._client"})
+
+
+@pytest.mark.parametrize("provider_class", HTTP_PROVIDERS)
+def test_an_httpx_client_is_refused_at_construction_naming_it_and_httpx2(
+    provider_class: type[HttpProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    httpx = types.ModuleType("httpx")
+    httpx.__version__ = "0.28.1"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "httpx", httpx)
+    with pytest.raises(TypeError) as raised:
+        provider_class(_httpx_client_class()())
+    assert str(raised.value) == (
+        "http_client must be an httpx2.AsyncClient, not httpx.AsyncClient (httpx 0.28.1): "
+        "trio_agent speaks httpx2, as the official SDKs do "
+        "(pip install httpx2; import httpx2; httpx2.AsyncClient(...))"
+    )
+
+
+@pytest.mark.parametrize(
+    ("client", "told"),
+    [
+        ("https://api.openai.com", "str: 'https://api.openai.com'"),
+        (httpx2.Client, "type: <class 'httpx2.Client'>"),  # the class, not a client
+        (object, "type: <class 'object'>"),
+        (b"k" * 300, "bytes: b'kkkkkkkkkkk..."),
+    ],
+)
+def test_what_is_not_an_httpx2_async_client_is_refused_at_construction_naming_it(
+    client: object, told: str
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        OpenAIChat(client)
+    text = str(raised.value)
+    assert text.startswith(f"http_client must be an httpx2.AsyncClient, not {told}")
+    assert len(text) < 200  # what was given is shown cut short
+
+
+def test_an_httpx2_async_client_or_a_subclass_is_taken_as_it_is() -> None:
+    class Own(httpx2.AsyncClient):
+        pass
+
+    for client in (httpx2.AsyncClient(), Own()):
+        for provider_class in HTTP_PROVIDERS:
+            assert provider_class(client).transport._client() is client
 
 
 def tool_call(name: str) -> bytes:

@@ -542,7 +542,8 @@ class HttpProvider:
     def __init__(self, http_client: Any = None) -> None:
         """``http_client``: an ``httpx2.AsyncClient`` to send with, which the caller closes;
         without one, requests go through the current pool (one per Trio run, or the
-        :func:`~trio_agent.providers.open_pool` block's)."""
+        :func:`~trio_agent.providers.open_pool` block's). Anything else (httpx's own
+        ``httpx.AsyncClient`` among them) is a ``TypeError`` naming what was given."""
         self.transport = Transport(self.label, http_client)
 
     def key_variables(self, model: Model) -> tuple[str, ...]:

@@ -66,6 +66,8 @@ import json
 import math
 import random
 import re
+import reprlib
+import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -604,10 +606,44 @@ def _told_more(failure: ProviderFailure, note: str) -> ProviderFailure:
     )
 
 
+def _not_a_client(client: object) -> str:
+    """Why ``client`` cannot be a provider's HTTP client: it is not an ``httpx2.AsyncClient``.
+
+    httpx's own client (0.28, 0.29, imported as ``httpx``) is told by its name and
+    version, for it looks like the right one: trio_agent, as the official SDKs, speaks
+    httpx2, its maintained successor, whose classes are not httpx's.
+    """
+    kind = type(client)
+    root = kind.__module__.partition(".")[0]
+    if root == "httpx":
+        module = sys.modules.get("httpx")
+        version = None if module is httpx2 else getattr(module, "__version__", None)
+        told = f" (httpx {version})" if isinstance(version, str) else ""
+        return (
+            f"http_client must be an httpx2.AsyncClient, not httpx.{kind.__qualname__}{told}: "
+            "trio_agent speaks httpx2, as the official SDKs do "
+            "(pip install httpx2; import httpx2; httpx2.AsyncClient(...))"
+        )
+    named = kind.__qualname__ if root == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"http_client must be an httpx2.AsyncClient, not {named}: {_shown(client)}"
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to 100 characters (its type's name if it has none to give)."""
+    try:
+        return reprlib.repr(value)[:100]
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
 class Transport:
     """Sends a provider's requests; one pooled client per run (or the application's own)."""
 
     def __init__(self, name: str, client: httpx2.AsyncClient | None = None) -> None:
+        """``client``: an application's own ``httpx2.AsyncClient``, used as it is (None:
+        the current pool's). Anything else is a ``TypeError`` naming what was given."""
+        if client is not None and not isinstance(client, httpx2.AsyncClient):
+            raise TypeError(_not_a_client(client))
         self.name = name
         self._own_client = client
 
