@@ -3,6 +3,8 @@ provider modules are imported when a run first asks for their api."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import subprocess
 import sys
 import textwrap
@@ -49,7 +51,7 @@ def test_importing_trio_agent_imports_no_http_client_and_no_http_provider() -> N
         import sys
         import trio_agent
 
-        print(sorted(m for m in ["httpx", "jiter", *{HTTP_PROVIDERS}] if m in sys.modules))
+        print(sorted(m for m in ["httpx2", "jiter", *{HTTP_PROVIDERS}] if m in sys.modules))
     """)
     assert printed == "[]\n"
 
@@ -77,7 +79,7 @@ def test_a_run_on_the_scripted_model_imports_no_http_client() -> None:
             print(messages[-1].text)
 
         trio.run(main)
-        print("httpx" in sys.modules, "trio_agent.providers.openai_chat" in sys.modules)
+        print("httpx2" in sys.modules, "trio_agent.providers.openai_chat" in sys.modules)
     """)
     assert printed == "hello\nagain\nFalse False\n"
 
@@ -89,7 +91,7 @@ def test_a_provider_module_is_imported_when_its_api_is_first_asked_for() -> None
 
         print("trio_agent.providers.openai_chat" in sys.modules)
         stream_fn = providers.get_stream_fn("openai-chat")
-        print("trio_agent.providers.openai_chat" in sys.modules, "httpx" in sys.modules)
+        print("trio_agent.providers.openai_chat" in sys.modules, "httpx2" in sys.modules)
         print(stream_fn is providers.openai_chat.stream is providers.get_stream_fn("openai-chat"))
     """)
     assert printed == "False\nTrue True\nTrue\n"
@@ -134,3 +136,21 @@ def test_the_built_in_apis_are_registered_before_their_modules_are_imported() ->
     assert providers.get_stream_fn("faux") is faux.stream
     with pytest.raises(UnknownApiError, match=r"registered for api 'nowhere' \(registered: anth"):
         providers.get_stream_fn("nowhere")
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {
+        re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower()
+        for requirement in requirements
+    }
+
+
+def test_trio_agent_and_its_test_extras_need_httpx2_and_never_httpx() -> None:
+    """One HTTP stack: trio_agent's, the official SDKs' and the mcp SDK's is httpx2 (with
+    httpcore2); neither trio_agent nor its extras ask for httpx 0.28 or httpcore."""
+    requirements = importlib.metadata.requires("trio_agent") or []
+    core = _names([r for r in requirements if "extra ==" not in r])
+    assert {"httpx2", "trio"} <= core
+    assert not {"httpx", "httpcore"} & _names(requirements)
+    http2 = [r for r in requirements if 'extra == "http2"' in r]
+    assert _names(http2) == {"httpx2"}  # httpx2[http2]: h2, at the version httpx2 speaks
