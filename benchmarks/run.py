@@ -60,7 +60,7 @@ from benchmarks._common import Figure
 from benchmarks.concurrency import bench_b6, bench_b7
 from benchmarks.cost import bench_b11
 from benchmarks.loop import bench_b1, bench_b1a, bench_b2, bench_b5
-from benchmarks.pool import bench_b9, bench_b10
+from benchmarks.pool import bench_b9, bench_b10, bench_b10x
 from benchmarks.streaming import bench_b3, bench_b4, bench_b8
 
 BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
@@ -74,13 +74,22 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
     "B7": ("concurrent runs (10,000 Agents, each in a sleeping tool)", bench_b7, 3),
     "B8": ("provider stream (20 MB of OpenAI chat SSE on loopback)", bench_b8, 5),
     "B9": ("a chat of 100 prompts over loopback TLS, one pool", bench_b9, 3),
-    "B10": ("a server's worth of agents (1,000 on one loopback server, one pool)", bench_b10, 1),
+    "B10": (
+        "a server's worth of agents (1,000 on one pool, a server in another process)",
+        bench_b10,
+        1,
+    ),
+    "B10x": ("B10 at 1,000, 5,000 and 10,000 agents (about 15 minutes)", bench_b10x, 1),
     "B11": (
         "the dollars of a 30-request tool session, billed as each service caches",
         bench_b11,
         1,
     ),
 }
+
+
+# Figures run only when named: B10x takes about 15 minutes.
+_ONLY_BY_NAME = frozenset({"B10x"})
 
 
 def _format(value: float, unit: str) -> str:
@@ -123,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="repetitions per figure (default: per figure)")
     args = parser.parse_args(argv)
     by_name = {name.upper(): name for name in BENCHMARKS}
-    chosen = [by_name.get(f.upper(), f) for f in args.figures] or list(BENCHMARKS)
+    chosen = [by_name.get(f.upper(), f) for f in args.figures] or [
+        name for name in BENCHMARKS if name not in _ONLY_BY_NAME
+    ]
     unknown = [f for f in chosen if f not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")
