@@ -89,9 +89,10 @@ class Server:
             reply = self.final if b"tool_call_id" in buffer[:length] else self.tool_call
             del buffer[:length]
             self.requests += 1
+            await stream.send_all(reply[0])
             pace = self.pace
-            for number, chunk in enumerate(reply):
-                if pace and number:
+            for chunk in reply[1:]:
+                if pace:
                     await trio.sleep(pace)
                 await stream.send_all(chunk)
 

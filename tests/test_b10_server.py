@@ -30,6 +30,7 @@ async def _reply(stream: trio.SocketStream, buffer: bytearray) -> tuple[bytes, l
     del buffer[: end + 4]
     chunks: list[bytes] = []
     while True:
+        await trio.lowlevel.checkpoint()
         while (line := buffer.find(b"\r\n")) < 0:
             buffer += await stream.receive_some()
         size = int(buffer[:line], 16)
