@@ -11,31 +11,34 @@
   is ours / that baseline (below 1: faster).
 - B10: a server's worth of agents — 1,000 ``Agent`` runs at once in one
   ``trio.run``, all through one pool (``open_pool(max_connections=1000,
-  max_keepalive=100)``: the openai SDK's default limits, one connection per
-  agent; see ``_LIMIT`` for why not fewer) to one loopback HTTP
-  ``SSEServer``. Each run streams a tool-call reply (75 text deltas, then one
-  call's arguments in 25 pieces), runs the no-op tool, and streams the final
-  text reply (100 deltas): two requests and 200 deltas per agent, OpenAI chat
-  chunks as the API sends them. The figure is CPU time
-  (``time.process_time``, the whole process) per delta a listener received,
-  end to end, in µs. Floor: the same 1,000 exchanges, the same bytes,
-  through the official ``openai`` SDK
-  (``AsyncOpenAI(...).chat.completions.create(stream=True)``; its own httpx
-  fork, ``httpx2``, given the same limits) under ``asyncio.run`` in the same
-  process, counting the deltas its chunks carry; the ratio is ours / the SDK's. Also
-  measured: the wall time of each; reported: connections opened and the most
-  open at once (``SSEServer.peak_connections``, never above the limit),
-  peak RSS (``ru_maxrss``), file descriptors before and after (back to
-  where they were, or the figure fails).
+  max_keepalive=100)``: the openai SDK's default limits) to one loopback
+  HTTP server in another process (:mod:`benchmarks.b10_server`). Each run
+  streams a tool-call reply (25 text deltas, then one call's arguments in 10
+  pieces), runs the no-op tool, and streams the final text reply (25 deltas):
+  two requests and 60 deltas per agent, OpenAI chat chunks as the API sends
+  them, one HTTP chunk per SSE event. Twice: **bursty** (each stream's events
+  as fast as the server writes them) and **paced** (one event per stream
+  every 50 ms; an agent's two streams last at least 3.4 s). The figure is the
+  client process's CPU time (``time.process_time``; the server's is not in
+  it) per delta a listener received, end to end, in µs. Floor: the same
+  exchanges, the same bytes, through the official ``openai`` SDK
+  (``AsyncOpenAI(...).chat.completions.create(stream=True)`` on its own
+  httpx fork, ``httpx2``, given the same limits) under ``asyncio.run``,
+  counting the deltas its chunks carry; the ratio is ours / the SDK's. Each
+  side runs in a process of its own (``python -m benchmarks.pool ours|sdk URL
+  AGENTS``) against a server of its own, so that peak RSS (``ru_maxrss``) and
+  file descriptors (before and after: back to where they were, or the figure
+  fails) are that side's alone. Also reported: wall time, the connections the
+  server accepted and the most open at once (never above the limit), the
+  requests it answered (two per agent, or the figure fails).
+- B10x: B10 at 1,000, 5,000 and 10,000 agents, bursty and paced, the pool
+  still 1,000 connections (runs beyond that wait for one). Run only when
+  named (``python -m benchmarks B10x``): about 15 minutes on 2 cores; a side
+  that has not finished after ``_TIME_LIMIT`` (600 s) is reported as not
+  finished.
 
-Both sides of B10 talk to the same kind of server: an ``SSEServer`` in a
-thread of its own (its own ``trio.run``), so ``process_time`` counts the
-server's CPU on both sides alike; the client thread's own CPU
-(``time.thread_time``) is reported beside it. The server answers each
-request by what it carries (a request whose last message is a tool result
-gets the final text, any other the tool call), since 1,000 agents' requests
-arrive in no fixed order. Every run must end with its whole transcript
-(user, tool call, tool result, the final text, in full), or the figure
+Every run of either side must end with its whole transcript (user, tool
+call, tool result, the final text, in full) and every delta, or the figure
 fails loudly.
 """
 

@@ -25,7 +25,9 @@ their floors are:
   (memory and abort of concurrent runs).
 - :mod:`benchmarks.pool`: the connections family, B9 (a chat of 100 prompts
   over loopback TLS, beside a new client per prompt) and B10 (1,000
-  concurrent agents on one loopback server, beside the official openai SDK).
+  concurrent agents on one loopback server in another process, bursty and
+  paced, beside the official openai SDK; B10x: the same at 1,000, 5,000 and
+  10,000 agents, run only when named).
 - :mod:`benchmarks.cost`: B11 (the dollars of a 30-request tool session on
   claude-sonnet-4-5, gpt-4.1 and gemini-2.5-flash, billed by a loopback
   server that follows each service's documented prompt cache,
@@ -36,10 +38,10 @@ their floors are:
 
 This module holds the table of figures and the command line.
 
-Only B8, B9, B10 and B11 touch the network (loopback, the server in the
-same process; B11 also runs node for pi-ai's side, installing pi-ai with npm
+Only B8, B9, B10 and B11 touch the network (loopback; the server in the
+same process, but B10's, in another; B11 also runs node for pi-ai's side, installing pi-ai with npm
 on first use). A figure may carry sub-figures (``also``: B4's linearity, B6m, B7's
-abort time, B10's wall time, B11's other models and pi-ai), a ``detail`` line,
+abort time, B10's paced run (and B10x's other scales), B11's other models and pi-ai), a ``detail`` line,
 and a ``floor_title`` when its floor is a reference other than bare Trio
 (B9's new client per prompt, B10's openai SDK, B11's dollars of a perfect
 cache); all are in the table and in ``--json``.
