@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx  # noqa: ASYNC127  (the design's client)
+import httpx2  # noqa: ASYNC127  (the design's client)
 import trio
 import trio.testing
 
@@ -83,16 +83,16 @@ async def call(
     return Call(message, events)
 
 
-class _ToLoopback(httpx.AsyncBaseTransport):
+class _ToLoopback(httpx2.AsyncBaseTransport):
     """Sends every request to the loopback server at ``url``, over plain HTTP, whatever
     server its URL names; the request is otherwise as sent (its ``host`` header names
     the server of its URL)."""
 
     def __init__(self, url: str) -> None:
-        self._url = httpx.URL(url)
-        self._inner = httpx.AsyncHTTPTransport()
+        self._url = httpx2.URL(url)
+        self._inner = httpx2.AsyncHTTPTransport()
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url = self._url
         request.url = request.url.copy_with(scheme=url.scheme, host=url.host, port=url.port)
         return await self._inner.handle_async_request(request)
@@ -102,11 +102,11 @@ class _ToLoopback(httpx.AsyncBaseTransport):
 
 
 @contextlib.asynccontextmanager
-async def as_if_at(server_url: str) -> AsyncIterator[httpx.AsyncClient]:
+async def as_if_at(server_url: str) -> AsyncIterator[httpx2.AsyncClient]:
     """A client whose requests, to whichever server (``https://api.anthropic.com``), reach
     the loopback server at ``server_url``: what a provider sends to its own servers, seen
     by a test. Give it to a provider (``anthropic.Anthropic(client)``)."""
-    async with httpx.AsyncClient(transport=_ToLoopback(server_url)) as client:
+    async with httpx2.AsyncClient(transport=_ToLoopback(server_url)) as client:
         yield client
 
 

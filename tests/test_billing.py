@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
-import httpx  # noqa: ASYNC127  (the client a request is sent with)
+import httpx2  # noqa: ASYNC127  (the client a request is sent with)
 import pytest
 import trio
 
@@ -330,7 +330,7 @@ async def test_a_request_the_service_refuses_is_http_400(body: Any, message: str
         server = SSEServer()
         server.responses = BillingReplies(server, biller)
         url = await server.start(nursery)
-        async with httpx.AsyncClient() as client:
+        async with httpx2.AsyncClient() as client:
             with trio.fail_after(30):
                 response = await client.post(url + "/v1/messages", json=body)
         nursery.cancel_scope.cancel()

@@ -49,7 +49,7 @@ def test_importing_trio_agent_imports_no_http_client_and_no_http_provider() -> N
         import sys
         import trio_agent
 
-        print(sorted(m for m in ["httpx", "jiter", *{HTTP_PROVIDERS}] if m in sys.modules))
+        print(sorted(m for m in ["httpx2", "jiter", *{HTTP_PROVIDERS}] if m in sys.modules))
     """)
     assert printed == "[]\n"
 
@@ -77,7 +77,7 @@ def test_a_run_on_the_scripted_model_imports_no_http_client() -> None:
             print(messages[-1].text)
 
         trio.run(main)
-        print("httpx" in sys.modules, "trio_agent.providers.openai_chat" in sys.modules)
+        print("httpx2" in sys.modules, "trio_agent.providers.openai_chat" in sys.modules)
     """)
     assert printed == "hello\nagain\nFalse False\n"
 
@@ -89,7 +89,7 @@ def test_a_provider_module_is_imported_when_its_api_is_first_asked_for() -> None
 
         print("trio_agent.providers.openai_chat" in sys.modules)
         stream_fn = providers.get_stream_fn("openai-chat")
-        print("trio_agent.providers.openai_chat" in sys.modules, "httpx" in sys.modules)
+        print("trio_agent.providers.openai_chat" in sys.modules, "httpx2" in sys.modules)
         print(stream_fn is providers.openai_chat.stream is providers.get_stream_fn("openai-chat"))
     """)
     assert printed == "False\nTrue True\nTrue\n"

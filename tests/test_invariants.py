@@ -1,7 +1,7 @@
 """Property tests of the invariants that are not about the loop's control flow: 9, 12, 14, 15.
 
 * 9 (provider failures are messages): a real provider (OpenAI chat
-  completions, through httpx) against the loopback server, which replays a
+  completions, through httpx2) against the loopback server, which replays a
   random reply cut in random pieces with a random fault — a dropped
   connection, a malformed event, a truncated stream, an in-band error, an
   HTTP error status — at a random place. (Scripted provider errors are
@@ -32,7 +32,7 @@ from types import FrameType, SimpleNamespace
 from typing import Any, Literal
 
 import attrs
-import httpx  # noqa: ASYNC127  (to see that every response the provider opens is closed)
+import httpx2  # noqa: ASYNC127  (to see that every response the provider opens is closed)
 import jiter
 import pytest
 import trio
@@ -261,16 +261,16 @@ def test_provider_failures_are_error_replies_that_keep_what_arrived(
                 assert server.closed_by_client == 1
         return messages
 
-    responses: list[httpx.Response] = []
-    send = httpx.AsyncClient.send
+    responses: list[httpx2.Response] = []
+    send = httpx2.AsyncClient.send
 
-    async def recording_send(self: httpx.AsyncClient, *args: Any, **kwargs: Any) -> Any:
+    async def recording_send(self: httpx2.AsyncClient, *args: Any, **kwargs: Any) -> Any:
         response = await send(self, *args, **kwargs)
         responses.append(response)
         return response
 
     with captured_logs() as logs, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(httpx.AsyncClient, "send", recording_send)
+        patch.setattr(httpx2.AsyncClient, "send", recording_send)
         messages = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0.05))
     assert len(responses) == 1 + pooled[0]
     assert responses[0].is_closed  # invariant 7: every HTTP response the run opened is closed

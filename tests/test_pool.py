@@ -1,7 +1,7 @@
 """The providers' connection pools (``trio_agent.providers._pool``), on real sockets.
 
 Every assertion counts connections at a real loopback server (HTTP/1.1, and
-HTTPS with a ``trustme`` CA) that the real httpx client talks to; none
+HTTPS with a ``trustme`` CA) that the real httpx2 client talks to; none
 measures time. What is checked: one Trio run pools its connections across
 prompts and agents; an :func:`open_pool` block bounds them; an abort closes
 its own connection, not the pool; a connection the server closed is not
@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import os
 import ssl
+import sys
+import types
 from typing import Any
 
 import attrs
-import httpx  # noqa: ASYNC127  (the providers' client: a test gives one its own)
+import httpx2  # noqa: ASYNC127  (the providers' client: a test gives one its own)
 import pytest
 import trio
 import trio.testing
@@ -26,7 +28,11 @@ import trustme
 from tests._providers import fixture
 from trio_agent import Agent, AgentEvent, AssistantMessage, Timeouts, tool
 from trio_agent.providers import Pool, _pool, open_pool, openai_chat
+from trio_agent.providers._common import HttpProvider
+from trio_agent.providers.anthropic import Anthropic
+from trio_agent.providers.google import Google
 from trio_agent.providers.openai_chat import OpenAIChat
+from trio_agent.providers.openai_responses import OpenAIResponses
 from trio_agent.testing import ScriptedResponse, SSEServer, open_sse_server, sse_body
 
 TEXT = fixture("openai_chat", "text.sse")
@@ -311,7 +317,7 @@ async def test_an_http2_pool_negotiates_http2_with_a_server_that_offers_it(
     tls: Tls, http2: bool, protocol: str
 ) -> None:
     """A TLS server that offers h2 and http/1.1 (ALPN), records what the client chose, and
-    hangs up: an ``http2=True`` pool chooses h2 (which httpx speaks through ``h2``)."""
+    hangs up: an ``http2=True`` pool chooses h2 (which httpx2 speaks through ``h2``)."""
     chosen: list[str | None] = []
 
     async def handle(stream: trio.SSLStream[trio.SocketStream]) -> None:
@@ -326,7 +332,7 @@ async def test_an_http2_pool_negotiates_http2_with_a_server_that_offers_it(
         listeners = await nursery.start(trio.serve_ssl_over_tcp, handle, 0, context)
         port = listeners[0].transport_listener.socket.getsockname()[1]
         async with open_pool(http2=http2, verify=tls.client, max_connections=1) as pool:
-            with pytest.raises(httpx.HTTPError):  # the server hung up
+            with pytest.raises(httpx2.HTTPError):  # the server hung up
                 await pool.client.post(f"https://127.0.0.1:{port}/v1/chat/completions")
         nursery.cancel_scope.cancel()
     assert chosen == [protocol]
@@ -450,7 +456,7 @@ async def test_a_provider_given_its_own_client_sends_with_it_and_leaves_it_open(
     clock: Any,
 ) -> None:
     async with open_sse_server(*replies("one", "two")) as server:
-        async with httpx.AsyncClient(headers={"x-client": "own"}) as client:
+        async with httpx2.AsyncClient(headers={"x-client": "own"}) as client:
             agent = Agent(model(server.url), api_key="k", stream_fn=OpenAIChat(client).stream)
             async with open_pool() as pool:  # not used: the provider has its own client
                 await agent.prompt("1")
@@ -465,6 +471,59 @@ async def test_a_provider_given_its_own_client_sends_with_it_and_leaves_it_open(
             await server.wait_closed_by_client()  # the application closed its client
     assert [request.headers.get("x-client") for request in server.requests] == ["own", "own"]
     assert pool.client.is_closed
+
+
+HTTP_PROVIDERS = (OpenAIChat, OpenAIResponses, Anthropic, Google)
+
+
+def _httpx_client_class() -> type:
+    """A class named as httpx's ``AsyncClient`` is (``httpx._client.AsyncClient``): the
+    one trio_agent used before httpx2, which is not installed beside it."""
+    return type("AsyncClient", (), {"__module__": "httpx._client"})
+
+
+@pytest.mark.parametrize("provider_class", HTTP_PROVIDERS)
+def test_an_httpx_client_is_refused_at_construction_naming_it_and_httpx2(
+    provider_class: type[HttpProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    httpx = types.ModuleType("httpx")
+    httpx.__version__ = "0.28.1"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "httpx", httpx)
+    with pytest.raises(TypeError) as raised:
+        provider_class(_httpx_client_class()())
+    assert str(raised.value) == (
+        "http_client must be an httpx2.AsyncClient, not httpx.AsyncClient (httpx 0.28.1): "
+        "trio_agent speaks httpx2, as the official SDKs do "
+        "(pip install httpx2; import httpx2; httpx2.AsyncClient(...))"
+    )
+
+
+@pytest.mark.parametrize(
+    ("client", "told"),
+    [
+        ("https://api.openai.com", "str: 'https://api.openai.com'"),
+        (httpx2.Client, "type: <class 'httpx2.Client'>"),  # the class, not a client
+        (object, "type: <class 'object'>"),
+        (b"k" * 300, "bytes: b'kkkkkkkkkkk..."),
+    ],
+)
+def test_what_is_not_an_httpx2_async_client_is_refused_at_construction_naming_it(
+    client: object, told: str
+) -> None:
+    with pytest.raises(TypeError) as raised:
+        OpenAIChat(client)
+    text = str(raised.value)
+    assert text.startswith(f"http_client must be an httpx2.AsyncClient, not {told}")
+    assert len(text) < 200  # what was given is shown cut short
+
+
+def test_an_httpx2_async_client_or_a_subclass_is_taken_as_it_is() -> None:
+    class Own(httpx2.AsyncClient):
+        pass
+
+    for client in (httpx2.AsyncClient(), Own()):
+        for provider_class in HTTP_PROVIDERS:
+            assert provider_class(client).transport._client() is client
 
 
 def tool_call(name: str) -> bytes:
@@ -501,7 +560,7 @@ async def test_a_trio_run_in_a_worker_thread_of_an_open_pool_block_uses_a_pool_o
         async with (
             open_sse_server(*script) as server,
             open_pool(max_connections=1) as pool,
-            httpx.AsyncClient() as client,
+            httpx2.AsyncClient() as client,
         ):
             url = server.url
 

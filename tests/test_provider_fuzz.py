@@ -16,7 +16,7 @@ what its types say (text is text, arguments are objects, token counts are
 non-negative integers).
 
 The parsers are fed directly, thousands of examples in a few seconds; a
-few examples go end to end over loopback, through the real driver and httpx.
+few examples go end to end over loopback, through the real driver and httpx2.
 End to end, the response head is fuzzed too: any status, any content type
 with any charset, any ``retry-after`` / ``retry-after-ms`` (NaN, infinities,
 numbers past a float's range, dates out of range), any other headers; the

@@ -1,7 +1,7 @@
 """The fault matrix, abort and a whole tool run, for every HTTP provider (providers.md).
 
 Each test runs once per wire API against the loopback server, through the
-real httpx client: the network and the server fail in every way the design
+real httpx2 client: the network and the server fail in every way the design
 names, and each failure must come back as an error reply (never an
 exception) that says what happened, names the provider, keeps what arrived
 and hides the key; an abort mid-stream must close the connection; an
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import httpx  # noqa: ASYNC127  (the providers' client: a test gives one its own)
+import httpx2  # noqa: ASYNC127  (the providers' client: a test gives one its own)
 import pytest
 import trio
 import trio.lowlevel
@@ -187,7 +187,7 @@ class Api:
     name: str  # the module, and the folder of its fixtures
     api_name: str  # Model.api
     stream: StreamFn  # the module's stream function (its default instance)
-    provider_class: Callable[[httpx.AsyncClient], HttpProvider]  # an instance on a given client
+    provider_class: Callable[[httpx2.AsyncClient], HttpProvider]  # an instance on a given client
     make_model: Callable[[str, str], Model]  # (server URL, provider label)
     label: str  # the provider label of the model, which the errors name
     env_keys: tuple[str, ...]
@@ -579,7 +579,7 @@ async def test_an_abort_mid_stream_closes_the_connection_and_keeps_the_text(
     server = SSEServer([ScriptedResponse(body=api.body, stall_after=api.after_text)])
     recorder = EventRecorder()
     seen: list[str] = []
-    async with httpx.AsyncClient() as client, trio.open_nursery() as nursery:
+    async with httpx2.AsyncClient() as client, trio.open_nursery() as nursery:
         await server.start(nursery)
         stream_fn = api.provider_class(client).stream if own_client else None
         agent = Agent(api.model(server.url), api_key=KEY, stream_fn=stream_fn)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 # Imported here, before any in-process run: pytester removes the modules a run
-# imported when it ends. httpx imports httpcore at its first request and keeps
-# a table of httpcore's exception classes; were that first request made in a
+# imported when it ends. httpx2 imports httpcore2 at its first request and keeps
+# a table of httpcore2's exception classes; were that first request made in a
 # run here, the table would hold a removed copy's classes, and the later
-# provider tests would get httpcore's exceptions unmapped.
-import httpcore  # noqa: F401  (imported for that, as said above)
+# provider tests would get httpcore2's exceptions unmapped.
+import httpcore2  # noqa: F401  (imported for that, as said above)
 import pytest
 
 pytest_plugins = ["pytester"]

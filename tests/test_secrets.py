@@ -799,7 +799,7 @@ UNSENDABLE_KEYS = [KEY + "é", KEY + "\r\nx-injected: 1", KEY + "\n", "\x00" + K
 async def test_a_key_http_cannot_carry_is_an_error_reply_that_does_not_show_it(
     clock: Any, api: Api, key: str
 ) -> None:
-    """httpx raises for a header value that is not ASCII (out of ``prompt()``), and h11's
+    """httpx2 raises for a header value that is not ASCII (out of ``prompt()``), and h11's
     error quotes a value with a CR or LF escaped, where the key is no longer found."""
     async with open_sse_server() as server:
         result = await call(api.stream, api.model(server.url), opts=options(api_key=key))

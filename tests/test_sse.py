@@ -6,10 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 
-import httpx  # noqa: ASYNC127  (what the providers use)
-import httpx_sse
-import httpx_sse._api
-import httpx_sse._decoders
+import httpx2  # noqa: ASYNC127  (what the providers use)
 import pytest
 import trio
 from hypothesis import example, given
@@ -18,10 +15,18 @@ from hypothesis import strategies as st
 from trio_agent.providers._sse import EventTooLarge, SseDecoder, SseEvent
 from trio_agent.providers._transport import SseStream
 
+# httpx-sse, the reference, imports httpx for its types (it does not depend on it) and
+# only reads a response's text: it runs on httpx2's responses as is. httpx2's own way for
+# code that still imports httpx makes that import httpx2; httpx is not installed.
+httpx2.alias_httpx()
+import httpx_sse  # noqa: E402  (after the alias, as said above)
+import httpx_sse._api  # noqa: E402
+import httpx_sse._decoders  # noqa: E402
+
 Decoded = list[tuple[str, str, str, int | None]]
 
 
-class Pieces(httpx.AsyncByteStream):
+class Pieces(httpx2.AsyncByteStream):
     """A response body that arrives in the given pieces, one per read."""
 
     def __init__(self, pieces: list[bytes]) -> None:
@@ -38,8 +43,10 @@ class Pieces(httpx.AsyncByteStream):
             raise StopAsyncIteration from None
 
 
-def response(pieces: list[bytes]) -> httpx.Response:
-    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Pieces(pieces))
+def response(pieces: list[bytes]) -> httpx2.Response:
+    return httpx2.Response(
+        200, headers={"content-type": "text/event-stream"}, stream=Pieces(pieces)
+    )
 
 
 def cut(body: bytes, cuts: list[int]) -> list[bytes]:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import httpx  # noqa: ASYNC127  (the design's client)
+import httpx2  # noqa: ASYNC127  (the design's client)
 import pytest
 import trio
 import trio.testing
@@ -502,7 +502,7 @@ HTTP_DATES = st.builds(
 )
 @settings(max_examples=150)
 def test_the_retry_after_headers_take_any_value(value: str, name: str) -> None:
-    delay = _retry_after(httpx.Headers({name.encode(): value.encode("latin-1")}))
+    delay = _retry_after(httpx2.Headers({name.encode(): value.encode("latin-1")}))
     assert delay is None or delay >= 0  # never NaN
 
 
@@ -695,7 +695,7 @@ def test_retry_after_is_read_in_seconds_and_as_an_http_date(
     headers: dict[str, str], delay: float | None
 ) -> None:
     now = datetime.datetime(2015, 10, 21, 7, 28, 0, tzinfo=datetime.UTC).timestamp()
-    assert _retry_after(httpx.Headers(headers), now=now) == delay
+    assert _retry_after(httpx2.Headers(headers), now=now) == delay
 
 
 @pytest.mark.parametrize(
@@ -896,7 +896,7 @@ READ_FAILURE = "openai sent a response that could not be read: "
 async def test_an_http2_server_that_breaks_the_protocol_gets_an_error_reply(
     clock: Any, h2_tls: tuple[ssl.SSLContext, ssl.SSLContext], response: H2Response, message: str
 ) -> None:
-    """Over HTTP/2, h2 raises its own exceptions (and httpcore a ``ValueError`` for a
+    """Over HTTP/2, h2 raises its own exceptions (and httpcore2 a ``ValueError`` for a
     status that is not a number) for what a server sends: a malformed head, or a frame
     after it (sent once the first delta has arrived). Each is an error reply naming the
     server and the exception, keeping what arrived; the pool serves the next prompt."""

@@ -13,7 +13,7 @@ application adds its own with :func:`register`.
 The provider modules are imported when first used: by a run on a model of
 their ``api`` (when it starts, through :func:`get_stream_fn`), or by reading
 ``trio_agent.providers.anthropic`` and the like. The HTTP providers bring
-httpx and jiter with them; ``import trio_agent``, and a run on the scripted
+httpx2 and jiter with them; ``import trio_agent``, and a run on the scripted
 model, do not.
 """
 
@@ -71,7 +71,7 @@ _BUILT_IN: dict[str, str] = {
     "openai-responses": "openai_responses",
 }
 _MODULES = frozenset(_BUILT_IN.values())
-# The connection pools, imported on first use too (they import httpx).
+# The connection pools, imported on first use too (they import httpx2).
 _POOL_NAMES = frozenset({"Pool", "open_pool"})
 
 # The stream functions registered, and those of the built-in providers imported so far:

@@ -478,7 +478,7 @@ _Server = tuple[str, str, int]
 
 
 def server_of(url: str) -> _Server | None:
-    """The scheme, host and port ``url`` names (None when it names no host), as httpx
+    """The scheme, host and port ``url`` names (None when it names no host), as httpx2
     reads them: a user name or password before the host, a path, a query or a
     fragment change nothing."""
     parts = urlsplit(url.strip())
@@ -540,9 +540,10 @@ class HttpProvider:
     env_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, http_client: Any = None) -> None:
-        """``http_client``: an ``httpx.AsyncClient`` to send with, which the caller closes;
+        """``http_client``: an ``httpx2.AsyncClient`` to send with, which the caller closes;
         without one, requests go through the current pool (one per Trio run, or the
-        :func:`~trio_agent.providers.open_pool` block's)."""
+        :func:`~trio_agent.providers.open_pool` block's). Anything else (httpx's own
+        ``httpx.AsyncClient`` among them) is a ``TypeError`` naming what was given."""
         self.transport = Transport(self.label, http_client)
 
     def key_variables(self, model: Model) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """Connection pools: the providers' HTTP clients, shared across runs and agents.
 
 By default every provider sends through one pool per Trio run — one
-``httpx.AsyncClient``, made the first time a request needs it in a
+``httpx2.AsyncClient``, made the first time a request needs it in a
 ``trio.run`` and closed when that ``trio.run`` ends (a Trio system task owns
 it): a chat of a hundred prompts keeps one keep-alive connection per host,
 and a server running a thousand agents shares one bounded pool. An aborted
@@ -31,7 +31,7 @@ import importlib.util
 import ssl
 from collections.abc import AsyncIterator
 
-import httpx  # noqa: ASYNC127  # the design's HTTP client
+import httpx2  # noqa: ASYNC127  # the design's HTTP client
 import trio
 
 from .. import _public
@@ -43,14 +43,14 @@ _CLOSE_GRACE = 2.0  # seconds closing a pool's connections may take
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """httpx's default TLS context (certifi's CA bundle), made once per process.
+    """httpx2's default TLS context (the system's trust store), made once per process.
 
-    httpx makes one for every new client, reading the CA bundle from disk on the
+    httpx2 makes one for every new client, reading the CA certificates from disk on the
     event loop (tens of milliseconds). It is made here, not in a worker thread,
     because waiting for a thread lets a test's autojumping MockClock jump over a
     loopback request.
     """
-    return httpx.create_ssl_context()
+    return httpx2.create_ssl_context()
 
 
 class Pool:
@@ -61,7 +61,7 @@ class Pool:
     bound, for either); ``http2`` negotiates HTTP/2 with servers that speak it,
     so that concurrent streams to one host share a connection (it needs the
     ``h2`` package: ``pip install 'trio_agent[http2]'``); ``verify``, the TLS
-    context that checks servers (default: certifi's CA bundle). Made by
+    context that checks servers (default: the system's trust store, as httpx2's). Made by
     :func:`open_pool`, or for a Trio run the first time it is needed.
     """
 
@@ -84,11 +84,11 @@ class Pool:
             raise TypeError(f"http2 must be a bool, not {http2!r}")
         if http2 and importlib.util.find_spec("h2") is None:
             raise ImportError("http2=True needs the h2 package: pip install 'trio_agent[http2]'")
-        self.limits = httpx.Limits(
+        self.limits = httpx2.Limits(
             max_connections=max_connections, max_keepalive_connections=max_keepalive
         )
         self.http2 = http2
-        self.client = httpx.AsyncClient(
+        self.client = httpx2.AsyncClient(
             limits=self.limits, http2=http2, verify=verify or tls_context(), timeout=None
         )
 

@@ -1,4 +1,4 @@
-"""HTTP for the providers: the one module that imports httpx.
+"""HTTP for the providers: the one module that imports httpx2.
 
 :meth:`Transport.open` sends a request and hands back the response as a
 stream of server-sent events, after it
@@ -17,18 +17,18 @@ with a sentence that says what happened, its kind (a refused request's from
 its status, its error body's codes and its text: see ``trio_agent._overflow``),
 the HTTP status and the retry delay the server asked for; the provider turns
 it into an error reply. That includes whatever the HTTP stack raises while it
-reads a server's bytes, not only httpx's errors: over HTTP/2, h2 raises its
+reads a server's bytes, not only httpx2's errors: over HTTP/2, h2 raises its
 own exceptions for a frame that breaks the protocol after the response head
 (DATA on stream 0, a header block that cannot be decoded, a WINDOW_UPDATE of
-0), and httpcore a ``ValueError`` for a ``:status`` that is not a number;
+0), and httpcore2 a ``ValueError`` for a ``:status`` that is not a number;
 each is a failure naming the server, the exception's type and its text
 (without the key, cut short). Cancellation and ``KeyboardInterrupt`` pass
 through.
 
-Time limits: ``connect`` (httpx), ``first_byte`` (until the response head)
+Time limits: ``connect`` (httpx2), ``first_byte`` (until the response head)
 and ``idle`` (for each read of the body).
 
-A request's body can always be encoded: its JSON is encoded as httpx would,
+A request's body can always be encoded: its JSON is encoded as httpx2 would,
 and if that fails — a lone surrogate in a tool's result or a loaded transcript,
 NaN in a model's arguments — a lone surrogate becomes U+FFFD and a number
 that is not finite ``null`` (:func:`_encoded`), rather than the run raising.
@@ -66,12 +66,14 @@ import json
 import math
 import random
 import re
+import reprlib
+import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import attrs
-import httpx  # noqa: ASYNC127  (the design's client)
+import httpx2  # noqa: ASYNC127  (the design's client)
 import jiter
 import trio
 
@@ -206,7 +208,7 @@ def _json(text: str) -> Any:
         return None
 
 
-def _retry_after(headers: httpx.Headers, now: float | None = None) -> float | None:
+def _retry_after(headers: httpx2.Headers, now: float | None = None) -> float | None:
     """Seconds the server asks us to wait: ``retry-after-ms``, or ``retry-after`` in
     seconds or as an HTTP date.
 
@@ -299,14 +301,14 @@ def _string(error: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-class _IdleLimited(httpx.AsyncByteStream):
+class _IdleLimited(httpx2.AsyncByteStream):
     """A response body whose every read must bring bytes within ``idle`` seconds.
 
     The limit is kept per network read, not per event: a read brings many
     events, and a cancel scope per event would cost more than parsing it.
     """
 
-    def __init__(self, body: httpx.AsyncByteStream, idle: float) -> None:
+    def __init__(self, body: httpx2.AsyncByteStream, idle: float) -> None:
         self._body = body
         self._idle = idle
         self._chunks: AsyncIterator[bytes] | None = None
@@ -324,10 +326,10 @@ class _IdleLimited(httpx.AsyncByteStream):
         await self._body.aclose()
 
 
-class _Body(httpx.AsyncByteStream):
+class _Body(httpx2.AsyncByteStream):
     """A request body sent as one piece, read without an async generator.
 
-    httpx reads a body through an async generator; a cancellation while the
+    httpx2 reads a body through an async generator; a cancellation while the
     body is being sent leaves it half-read, and Trio reports it when it is
     collected. This iterator has nothing to finish.
     """
@@ -357,7 +359,7 @@ class SseStream:
     def __init__(
         self,
         name: str,
-        response: httpx.Response,
+        response: httpx2.Response,
         idle: float | None,
         secrets: tuple[str, ...] = (),
     ) -> None:
@@ -365,10 +367,10 @@ class SseStream:
         self._response = response
         self._idle = idle
         self._secrets = secrets
-        if idle is not None and isinstance(response.stream, httpx.AsyncByteStream):
+        if idle is not None and isinstance(response.stream, httpx2.AsyncByteStream):
             response.stream = _IdleLimited(response.stream, idle)
         # Bytes, decoded here as UTF-8 whatever charset the content type names: SSE is
-        # UTF-8 by its specification, JSON by RFC 8259, and httpx's ``aiter_text`` would
+        # UTF-8 by its specification, JSON by RFC 8259, and httpx2's ``aiter_text`` would
         # decode with the server's charset (utf-16 without a BOM raises, rot13 and base64
         # are not text codecs, latin-1 garbles). Invalid bytes become U+FFFD.
         self._chunks = response.aiter_bytes()
@@ -419,7 +421,7 @@ class SseStream:
             raise ProviderFailure(
                 f"{self._name} sent nothing for {self._idle:g} s (idle timeout)", kind="network"
             ) from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise ProviderFailure(
                 f"connection to {self._name} lost: {_describe(exc, self._secrets)}",
                 kind="network",
@@ -453,7 +455,7 @@ class SseStream:
     async def aclose(self) -> None:
         """Close the response, and finish the generators that read it.
 
-        httpx reads a response through a chain of async generators; closing
+        httpx2 reads a response through a chain of async generators; closing
         the outer one leaves the inner ones suspended, and Trio warns when it
         collects them. Once the response is closed, one more read makes every
         layer end (with an exception or at the end), so none is left half-way.
@@ -470,7 +472,7 @@ def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
     """What the HTTP library says of a failure: it may quote the server's bytes
     (h11 quotes a malformed status or header line, up to 16 KiB of it).
 
-    An exception without a message (httpx's ``ConnectError`` of a failed TLS
+    An exception without a message (httpx2's ``ConnectError`` of a failed TLS
     handshake over Trio wraps a bare ``trio.BrokenResourceError``) is told by
     the first exception of its cause chain that has one (the ``ssl`` error:
     ``CERTIFICATE_VERIFY_FAILED``), else by its type's name.
@@ -486,7 +488,7 @@ def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
 
 
 def _malformed(name: str, exc: Exception, secrets: tuple[str, ...]) -> ProviderFailure:
-    """The failure that an exception of the HTTP stack other than an httpx error stands
+    """The failure that an exception of the HTTP stack other than an httpx2 error stands
     for: h2's own exceptions (a frame that breaks the protocol after the response head),
     a ``ValueError`` for an HTTP/2 ``:status`` that is not a number. Whatever the HTTP
     stack raises while it reads a server's bytes is the server's failure.
@@ -511,7 +513,7 @@ def _malformed(name: str, exc: Exception, secrets: tuple[str, ...]) -> ProviderF
 
 
 def _encoded(body: Any) -> bytes:
-    """The JSON of a request body in UTF-8, as httpx writes it (compact, not ASCII-escaped).
+    """The JSON of a request body in UTF-8, as httpx2 writes it (compact, not ASCII-escaped).
 
     Always: a value JSON cannot carry is repaired, not refused, for a transcript may
     hold one that no one chose — a lone surrogate (``"\\ud800"``, from a tool's
@@ -561,7 +563,7 @@ def _encodable(value: Any) -> Any:
 
 
 _NOT_IN_A_HEADER = re.compile(r"[^\t\x20-\x7e]")
-"""A character an HTTP header cannot carry as httpx sends it (ASCII): any other, and the
+"""A character an HTTP header cannot carry as httpx2 sends it (ASCII): any other, and the
 control characters (CR and LF would end the header), but for tab."""
 
 
@@ -604,14 +606,48 @@ def _told_more(failure: ProviderFailure, note: str) -> ProviderFailure:
     )
 
 
+def _not_a_client(client: object) -> str:
+    """Why ``client`` cannot be a provider's HTTP client: it is not an ``httpx2.AsyncClient``.
+
+    httpx's own client (0.28, 0.29, imported as ``httpx``) is told by its name and
+    version, for it looks like the right one: trio_agent, as the official SDKs, speaks
+    httpx2, its maintained successor, whose classes are not httpx's.
+    """
+    kind = type(client)
+    root = kind.__module__.partition(".")[0]
+    if root == "httpx":
+        module = sys.modules.get("httpx")
+        version = None if module is httpx2 else getattr(module, "__version__", None)
+        told = f" (httpx {version})" if isinstance(version, str) else ""
+        return (
+            f"http_client must be an httpx2.AsyncClient, not httpx.{kind.__qualname__}{told}: "
+            "trio_agent speaks httpx2, as the official SDKs do "
+            "(pip install httpx2; import httpx2; httpx2.AsyncClient(...))"
+        )
+    named = kind.__qualname__ if root == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"http_client must be an httpx2.AsyncClient, not {named}: {_shown(client)}"
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to 100 characters (its type's name if it has none to give)."""
+    try:
+        return reprlib.repr(value)[:100]
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
 class Transport:
     """Sends a provider's requests; one pooled client per run (or the application's own)."""
 
-    def __init__(self, name: str, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, name: str, client: httpx2.AsyncClient | None = None) -> None:
+        """``client``: an application's own ``httpx2.AsyncClient``, used as it is (None:
+        the current pool's). Anything else is a ``TypeError`` naming what was given."""
+        if client is not None and not isinstance(client, httpx2.AsyncClient):
+            raise TypeError(_not_a_client(client))
         self.name = name
         self._own_client = client
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> httpx2.AsyncClient:
         """The client to send with: the application's own, else the current pool's."""
         if self._own_client is not None:
             return self._own_client
@@ -677,13 +713,13 @@ class Transport:
             request.url,
             headers={"accept": "text/event-stream", **request.headers},
             content=content,
-            timeout=httpx.Timeout(timeouts.connect, read=None, write=timeouts.connect, pool=None),
+            timeout=httpx2.Timeout(timeouts.connect, read=None, write=timeouts.connect, pool=None),
         )
         if "content-type" not in built.headers:
             built.headers["Content-Type"] = "application/json"
         built.stream = _Body(content)
         first_byte = timeouts.first_byte if timeouts.first_byte is not None else float("inf")
-        # The first-byte limit runs from the moment the request is sent (httpcore's trace
+        # The first-byte limit runs from the moment the request is sent (httpcore2's trace
         # says when), not while it waits for a connection. An application's own client,
         # whose transport may not trace, is also held to it from the start of the call.
         deadline = trio.CancelScope(
@@ -695,17 +731,17 @@ class Transport:
                 deadline.deadline = trio.current_time() + first_byte
 
         built.extensions["trace"] = trace
-        response: httpx.Response | None = None
+        response: httpx2.Response | None = None
         try:
             with deadline:
                 response = await client.send(built, stream=True)
-        except httpx.TimeoutException as exc:
+        except httpx2.TimeoutException as exc:
             raise ProviderFailure(
                 f"could not connect to {name} ({_describe(exc, secrets)})",
                 retryable=True,
                 kind="network",
             ) from None
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             raise ProviderFailure(
                 f"could not reach {name}: {_describe(exc, secrets)}",
                 retryable=True,
@@ -739,7 +775,7 @@ class _Opened:
     def __init__(
         self,
         name: str,
-        response: httpx.Response,
+        response: httpx2.Response,
         idle: float | None,
         secrets: tuple[str, ...] = (),
     ) -> None:

@@ -1,7 +1,7 @@
 """A loopback HTTP/1.1 server that replays scripted responses, for testing providers.
 
 A provider is only tested when it talks to a real server through the real
-httpx client: what a mock cannot show is how the bytes arrive. So
+httpx2 client: what a mock cannot show is how the bytes arrive. So
 :class:`SSEServer` is real TCP on 127.0.0.1, and each request it receives
 gets the next :class:`ScriptedResponse` of its script: a status, headers and
 a body, sent whole or cut in pieces (each piece its own HTTP chunk, so the
