@@ -33,7 +33,7 @@
   requests it answered (two per agent, or the figure fails).
 - B10x: B10 at 1,000, 5,000 and 10,000 agents, bursty and paced, the pool
   still 1,000 connections (runs beyond that wait for one). Run only when
-  named (``python -m benchmarks B10x``): about 15 minutes on 2 cores; a side
+  named (``python -m benchmarks B10x``): about 25 minutes on 2 cores; a side
   that has not finished after ``_TIME_LIMIT`` (600 s) is reported as not
   finished.
 
