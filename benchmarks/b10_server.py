@@ -6,7 +6,7 @@ It prints the port it listens on (127.0.0.1) as a line, serves until its standar
 closes, then prints one JSON line: ``connections`` accepted, ``peak`` open at once,
 ``requests`` answered. Each request is answered by what it carries: a request with a tool
 result (``tool_call_id`` in its body) gets the final text reply, any other the tool-call
-reply (:class:`benchmarks.pool._Script`). Keep-alive, any number of requests per
+reply (:class:`benchmarks._b10._Script`). Keep-alive, any number of requests per
 connection; each reply is ``transfer-encoding: chunked`` with one HTTP chunk per SSE event,
 as the services send them: written as fast as the socket takes them (``--pace 0``,
 bursty), or one every ``--pace`` seconds per stream (paced; a busy server falls behind the
@@ -23,7 +23,7 @@ import sys
 
 import trio
 
-from benchmarks.pool import _Script
+from benchmarks._b10 import _Script
 
 _HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"

@@ -39,11 +39,12 @@ their floors are:
 This module holds the table of figures and the command line.
 
 Only B8, B9, B10 and B11 touch the network (loopback; the server in the
-same process, but B10's, in another; B11 also runs node for pi-ai's side, installing pi-ai with npm
-on first use). A figure may carry sub-figures (``also``: B4's linearity, B6m, B7's
-abort time, B10's paced run (and B10x's other scales), B11's other models and pi-ai), a ``detail`` line,
-and a ``floor_title`` when its floor is a reference other than bare Trio
-(B9's new client per prompt, B10's openai SDK, B11's dollars of a perfect
+same process, but B10's, in another; B11 also runs node for pi-ai's side,
+installing pi-ai with npm on first use). A figure may carry sub-figures
+(``also``: B4's linearity, B6m, B7's abort time, B10's paced run and B10x's
+other scales, B11's other models and pi-ai), a ``detail`` line, and a
+``floor_title`` when its floor is a reference other than bare Trio (B9's new
+client per prompt, B10's openai SDK, B11's dollars of a perfect
 cache); all are in the table and in ``--json``.
 """
 

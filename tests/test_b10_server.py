@@ -9,8 +9,9 @@ import json
 import pytest
 import trio
 
+from benchmarks._b10 import _Script
 from benchmarks.b10_server import Server
-from benchmarks.pool import _b10_run, _Script
+from benchmarks.pool import _b10_run
 
 _SCRIPT = _Script(3, 2, 3)
 
