@@ -50,7 +50,14 @@ from trio_agent.providers import (
     openai_chat,
     openai_responses,
 )
-from trio_agent.providers._transport import _retry_after, _retry_delay, error_text
+from trio_agent.providers._sse import SseEvent
+from trio_agent.providers._transport import (
+    ProviderFailure,
+    SseStream,
+    _retry_after,
+    _retry_delay,
+    error_text,
+)
 from trio_agent.testing import (
     EventRecorder,
     ScriptedResponse,
@@ -127,6 +134,79 @@ async def test_a_stall_past_the_idle_timeout_is_an_error(clock: Any) -> None:
     assert trio.current_time() - start == pytest.approx(30, abs=0.5)
     assert result.message.error_message == "openai sent nothing for 30 s (idle timeout)"
     assert result.message.text == "Hello"
+
+
+async def test_a_listener_slower_than_the_idle_timeout_loses_nothing(clock: Any) -> None:
+    """The idle limit counts the wait for the server's bytes, not what the caller does
+    with the events between reads: a listener that takes twice the limit on every
+    event, over a body in many pieces, gets the whole reply."""
+    events: list[Any] = []
+
+    async def emit(event: Any) -> None:
+        events.append(event)
+        await trio.sleep(60)
+
+    async with open_sse_server(ScriptedResponse(body=TEXT, pieces=(1, 7))) as server:
+        with trio.fail_after(3600):
+            message = await openai_chat.stream(
+                model(server.url), context(), options(timeouts=Timeouts(idle=30)), emit
+            )
+    assert (message.stop_reason, message.error_message) == ("stop", None)
+    assert message.text == "Hello, wörld \u2028 ✓"
+    assert events[-1].type == "done"
+
+
+class ChannelBody(httpx2.AsyncByteStream):
+    """A response body whose reads bring what a test sends on a channel."""
+
+    def __init__(self, pieces: trio.MemoryReceiveChannel[bytes]) -> None:
+        self._pieces = pieces
+
+    def __aiter__(self) -> ChannelBody:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self._pieces.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+
+
+async def test_bytes_that_come_as_the_idle_limit_passes_end_the_stream_at_that_read(
+    clock: trio.testing.MockClock,
+) -> None:
+    """A read whose bytes arrive, and whose idle limit runs out before it resumes, is an
+    idle timeout raised by that read: the limit's cancel scope, which spans the reads,
+    never cancels what the caller does after one."""
+    send, receive = trio.open_memory_channel[bytes](2)
+    response = httpx2.Response(
+        200, headers={"content-type": "text/event-stream"}, stream=ChannelBody(receive)
+    )
+    events = SseStream("test", response, idle=30)
+    after: list[str] = []
+
+    async def late() -> None:
+        await trio.sleep(10)  # the second read waits
+        send.send_nowait(b"data: b\n\n")
+        clock.jump(30)  # its limit passes before it runs again
+
+    async def reads(nursery: trio.Nursery) -> None:
+        with events.limited():
+            first = await events.read()
+            assert first == [SseEvent("message", "a")], first
+            nursery.start_soon(late)
+            await events.read()
+            after.append("read")
+            await trio.lowlevel.checkpoint()
+            after.append("checkpoint")
+
+    send.send_nowait(b"data: a\n\n")
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(ProviderFailure, match=r"^test sent nothing for 30 s \(idle timeout\)$"):
+            await reads(nursery)
+    assert after == []
+    send.close()
+    await events.aclose()
 
 
 async def test_a_paused_body_resumes_when_the_test_says(clock: Any) -> None:

@@ -682,24 +682,26 @@ class HttpProvider:
             async with opened as events:
                 await emit(builder.start())
                 feed = parser.feed
-                while not parser.finished:  # the hot loop: one pass per network read
-                    batch = await events.read()
-                    if batch is None:
-                        break
-                    for event in batch:
-                        try:
-                            stream_events = feed(event)
-                        except ProviderFailure:
-                            raise
-                        except Exception as exc:  # a parser's bug: still an error reply
-                            what = f"an event {event.event[:40]!r}"
-                            raise _unreadable(provider, what, exc, secrets) from None
-                        if guard is not None and guard.untidy:
-                            stream_events = guard.released(stream_events)
-                        for stream_event in stream_events:
-                            await emit(stream_event)
-                        if parser.finished:
+                # The hot loop: one pass per network read, all under one idle scope.
+                with events.limited():
+                    while not parser.finished:
+                        batch = await events.read()
+                        if batch is None:
                             break
+                        for event in batch:
+                            try:
+                                stream_events = feed(event)
+                            except ProviderFailure:
+                                raise
+                            except Exception as exc:  # a parser's bug: still an error reply
+                                what = f"an event {event.event[:40]!r}"
+                                raise _unreadable(provider, what, exc, secrets) from None
+                            if guard is not None and guard.untidy:
+                                stream_events = guard.released(stream_events)
+                            for stream_event in stream_events:
+                                await emit(stream_event)
+                            if parser.finished:
+                                break
                 closing = _guarded(parser.end, provider, secrets)
                 if guard is not None:
                     closing = guard.released(closing)

@@ -69,7 +69,7 @@ import re
 import reprlib
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -301,31 +301,6 @@ def _string(error: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-class _IdleLimited(httpx2.AsyncByteStream):
-    """A response body whose every read must bring bytes within ``idle`` seconds.
-
-    The limit is kept per network read, not per event: a read brings many
-    events, and a cancel scope per event would cost more than parsing it.
-    """
-
-    def __init__(self, body: httpx2.AsyncByteStream, idle: float) -> None:
-        self._body = body
-        self._idle = idle
-        self._chunks: AsyncIterator[bytes] | None = None
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        self._chunks = self._body.__aiter__()
-        return self
-
-    async def __anext__(self) -> bytes:
-        assert self._chunks is not None
-        with trio.fail_after(self._idle):
-            return await self._chunks.__anext__()
-
-    async def aclose(self) -> None:
-        await self._body.aclose()
-
-
 class _Body(httpx2.AsyncByteStream):
     """A request body sent as one piece, read without an async generator.
 
@@ -354,6 +329,12 @@ class SseStream:
 
     ``secrets`` are removed from what the HTTP library says of a failure (it
     may quote the server's bytes) before that is cut.
+
+    The idle limit is kept per network read (a read brings many events), and by
+    one cancel scope for a whole :meth:`limited` block of reads: its deadline is
+    set when a read starts and lifted when it returns, so that only the wait for
+    the server counts, not what the caller does with the events between reads.
+    A read outside such a block has a scope of its own.
     """
 
     def __init__(
@@ -367,8 +348,8 @@ class SseStream:
         self._response = response
         self._idle = idle
         self._secrets = secrets
-        if idle is not None and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _IdleLimited(response.stream, idle)
+        self._idle_for = math.inf if idle is None else idle
+        self._scope: trio.CancelScope | None = None  # the limited() block's
         # Bytes, decoded here as UTF-8 whatever charset the content type names: SSE is
         # UTF-8 by its specification, JSON by RFC 8259, and httpx2's ``aiter_text`` would
         # decode with the server's charset (utf-16 without a BOM raises, rot13 and base64
@@ -376,6 +357,33 @@ class SseStream:
         self._chunks = response.aiter_bytes()
         self._utf8 = _Utf8Decoder(errors="replace")
         self._decoder: SseDecoder | None = SseDecoder(MAX_EVENT_CHARS)
+
+    @contextlib.contextmanager
+    def limited(self) -> Iterator[None]:
+        """A block whose reads of the body each wait at most ``idle`` seconds for bytes.
+
+        One cancel scope serves all of them (a scope per read costs more than
+        the read's parsing). A read that waits longer ends the block with a
+        :class:`ProviderFailure` (idle timeout); the events read before it were
+        returned. Cancellation from outside passes through. Nested blocks are
+        the outer one.
+        """
+        if self._idle is None or self._scope is not None:
+            yield
+            return
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                yield
+            finally:
+                self._scope = None
+        if scope.cancelled_caught:
+            raise self._idle_failure()
+
+    def _idle_failure(self) -> ProviderFailure:
+        return ProviderFailure(
+            f"{self._name} sent nothing for {self._idle:g} s (idle timeout)", kind="network"
+        )
 
     async def read(self) -> list[SseEvent] | None:
         """The events that the next read of the body completes (often several, maybe
@@ -401,26 +409,35 @@ class SseStream:
         read, however long the body. Raises :class:`ProviderFailure` as :meth:`read`."""
         pieces: list[str] = []
         size = 0
-        while size < limit:
-            text = await self._next_text()
-            if text is None:
-                self._decoder = None
-                break
-            pieces.append(text)
-            size += len(text)
+        with self.limited():
+            while size < limit:
+                text = await self._next_text()
+                if text is None:
+                    self._decoder = None
+                    break
+                pieces.append(text)
+                size += len(text)
         return "".join(pieces)[:limit]
 
     async def _next_text(self) -> str | None:
         """The text of the next read of the body (maybe empty: a character cut by the
         read waits for its other bytes), or None at its end."""
+        scope = self._scope
+        if scope is None and self._idle is not None:  # not in a limited() block
+            with self.limited():
+                return await self._next_text()
+        chunk: bytes | None
         try:
-            return self._utf8.decode(await self._chunks.__anext__())
+            if scope is None:
+                chunk = await self._chunks.__anext__()
+            else:
+                scope.deadline = trio.current_time() + self._idle_for
+                try:
+                    chunk = await self._chunks.__anext__()
+                finally:
+                    scope.deadline = math.inf
         except StopAsyncIteration:
-            return self._utf8.decode(b"", True) or None  # a character cut at the end: U+FFFD
-        except trio.TooSlowError:
-            raise ProviderFailure(
-                f"{self._name} sent nothing for {self._idle:g} s (idle timeout)", kind="network"
-            ) from None
+            chunk = None
         except httpx2.HTTPError as exc:
             raise ProviderFailure(
                 f"connection to {self._name} lost: {_describe(exc, self._secrets)}",
@@ -428,6 +445,13 @@ class SseStream:
             ) from None
         except Exception as exc:  # the HTTP stack's own (h2's), reading the server's bytes
             raise _malformed(self._name, exc, self._secrets) from None
+        if scope is not None and scope.cancel_called:
+            # The deadline passed as the read ended: the scope would cancel the caller's
+            # next checkpoint, so the stream ends here, as if the read had waited on.
+            raise self._idle_failure()
+        if chunk is None:
+            return self._utf8.decode(b"", True) or None  # a character cut at the end: U+FFFD
+        return self._utf8.decode(chunk)
 
     async def drain(self) -> None:
         """Read what is left of a response that is done (its last bytes), so that its
@@ -444,6 +468,7 @@ class SseStream:
         with (
             trio.move_on_after(_DRAIN_TIME),  # noqa: ASYNC912  (as said above)
             contextlib.suppress(ProviderFailure),
+            self.limited(),
         ):
             while left > 0:
                 text = await self._next_text()
