@@ -3,6 +3,8 @@ provider modules are imported when a run first asks for their api."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import subprocess
 import sys
 import textwrap
@@ -134,3 +136,21 @@ def test_the_built_in_apis_are_registered_before_their_modules_are_imported() ->
     assert providers.get_stream_fn("faux") is faux.stream
     with pytest.raises(UnknownApiError, match=r"registered for api 'nowhere' \(registered: anth"):
         providers.get_stream_fn("nowhere")
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {
+        re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower()
+        for requirement in requirements
+    }
+
+
+def test_trio_agent_and_its_test_extras_need_httpx2_and_never_httpx() -> None:
+    """One HTTP stack: trio_agent's, the official SDKs' and the mcp SDK's is httpx2 (with
+    httpcore2); neither trio_agent nor its extras ask for httpx 0.28 or httpcore."""
+    requirements = importlib.metadata.requires("trio_agent") or []
+    core = _names([r for r in requirements if "extra ==" not in r])
+    assert {"httpx2", "trio"} <= core
+    assert not {"httpx", "httpcore"} & _names(requirements)
+    http2 = [r for r in requirements if 'extra == "http2"' in r]
+    assert _names(http2) == {"httpx2"}  # httpx2[http2]: h2, at the version httpx2 speaks

@@ -121,6 +121,32 @@ async def test_two_hundred_agents_share_a_pool_of_ten_connections(clock: Any) ->
         assert said(agent) == ("stop", served[f"agent {n}"])
 
 
+async def test_a_pool_that_keeps_fewer_idle_than_it_has_busy_reuses_every_connection(
+    clock: Any,
+) -> None:
+    """``max_keepalive`` bounds the idle connections, not the busy ones: a connection
+    released while requests wait for one serves the next of them. Two hundred agents on
+    ten connections, two kept idle, open ten, whatever the order streams end in."""
+    resume = trio.Event()
+    first_event = chat("x").index(b"\n\n") + 2
+    script = replies(
+        *(f"reply {n}" for n in range(200)), stall_after=first_event, resume=resume, pieces=(1, 40)
+    )
+    async with (
+        open_sse_server(*script) as server,
+        open_pool(max_connections=10, max_keepalive=2),
+    ):
+        agents = [Agent(model(server.url), api_key="k") for _ in range(200)]
+        async with trio.open_nursery() as nursery:
+            for n, agent in enumerate(agents):
+                nursery.start_soon(agent.prompt, f"agent {n}")
+            await trio.testing.wait_all_tasks_blocked()
+            assert (server.open_connections, len(server.requests)) == (10, 10)
+            resume.set()
+    assert (server.peak_connections, server.connections, len(server.requests)) == (10, 10, 200)
+    assert all(said(agent)[0] == "stop" for agent in agents)
+
+
 async def test_a_request_waits_for_a_free_connection_as_long_as_it_takes(clock: Any) -> None:
     """A request queued behind a stream of the pool's only connection waits for it, however
     long that stream lasts: the wait is neither the connect timeout (the time to open a
