@@ -11,53 +11,68 @@
   is ours / that baseline (below 1: faster).
 - B10: a server's worth of agents — 1,000 ``Agent`` runs at once in one
   ``trio.run``, all through one pool (``open_pool(max_connections=1000,
-  max_keepalive=100)``: the openai SDK's default limits, one connection per
-  agent; see ``_LIMIT`` for why not fewer) to one loopback HTTP
-  ``SSEServer``. Each run streams a tool-call reply (75 text deltas, then one
-  call's arguments in 25 pieces), runs the no-op tool, and streams the final
-  text reply (100 deltas): two requests and 200 deltas per agent, OpenAI chat
-  chunks as the API sends them. The figure is CPU time
-  (``time.process_time``, the whole process) per delta a listener received,
-  end to end, in µs. Floor: the same 1,000 exchanges, the same bytes,
-  through the official ``openai`` SDK
-  (``AsyncOpenAI(...).chat.completions.create(stream=True)``; its own httpx
-  fork, ``httpx2``, given the same limits) under ``asyncio.run`` in the same
-  process, counting the deltas its chunks carry; the ratio is ours / the SDK's. Also
-  measured: the wall time of each; reported: connections opened and the most
-  open at once (``SSEServer.peak_connections``, never above the limit),
-  peak RSS (``ru_maxrss``), file descriptors before and after (back to
-  where they were, or the figure fails).
+  max_keepalive=100)``: the openai SDK's default limits) to one loopback
+  HTTP server in another process (:mod:`benchmarks.b10_server`). Each run
+  streams a tool-call reply (25 text deltas, then one call's arguments in 10
+  pieces), runs the no-op tool, and streams the final text reply (25 deltas):
+  two requests and 60 deltas per agent, OpenAI chat chunks as the API sends
+  them, one HTTP chunk per SSE event. Twice: **bursty** (each stream's events
+  as fast as the server writes them) and **paced** (one event per stream
+  every 50 ms; an agent's two streams last at least 3.4 s). The figure is the
+  client process's CPU time (``time.process_time``; the server's is not in
+  it) per delta a listener received, end to end, in µs. Floor: the same
+  exchanges, the same bytes, through the official ``openai`` SDK
+  (``AsyncOpenAI(...).chat.completions.create(stream=True)`` on its own
+  httpx fork, ``httpx2``, given the same limits) under ``asyncio.run``,
+  counting the deltas its chunks carry; the ratio is ours / the SDK's. Each
+  side runs in a process of its own (``python -m benchmarks.pool ours|sdk URL
+  AGENTS``) against a server of its own, so that peak RSS (``ru_maxrss``) and
+  file descriptors (before and after: back to where they were, or the figure
+  fails) are that side's alone. Also reported: wall time, the connections the
+  server accepted and the most open at once (never above the limit), the
+  requests it answered (two per agent, or the figure fails).
+  The replies, a side's measures and the SDK's side are in
+  :mod:`benchmarks._b10`, which the SDK's process imports without trio_agent.
+- B10x: B10 at 1,000, 5,000 and 10,000 agents, bursty and paced, the pool
+  still 1,000 connections (runs beyond that wait for one). Run only when
+  named (``python -m benchmarks B10x``): about 25 minutes on 2 cores; a side
+  that has not finished after ``_TIME_LIMIT`` (600 s) is reported as not
+  finished.
 
-Both sides of B10 talk to the same kind of server: an ``SSEServer`` in a
-thread of its own (its own ``trio.run``), so ``process_time`` counts the
-server's CPU on both sides alike; the client thread's own CPU
-(``time.thread_time``) is reported beside it. The server answers each
-request by what it carries (a request whose last message is a tool result
-gets the final text, any other the tool call), since 1,000 agents' requests
-arrive in no fixed order. Every run must end with its whole transcript
-(user, tool call, tool result, the final text, in full), or the figure
+Every run of either side must end with its whole transcript (user, tool
+call, tool result, the final text, in full) and every delta, or the figure
 fails loudly.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import itertools
 import json
-import os
-import queue
-import resource
+import math
 import ssl
-import statistics
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, SupportsIndex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import attrs
 import trio
 
+from benchmarks._b10 import (
+    _ARGUMENTS,
+    _FINAL,
+    _KEEPALIVE,
+    _LIMIT,
+    _MODEL,
+    _PACE,
+    _TEXT,
+    _TIME_LIMIT,
+    _measured,
+    _Script,
+    _Side,
+    _text_reply,
+    _words,
+)
 from benchmarks._common import Figure, alternating, figure
 from trio_agent import (
     Agent,
@@ -68,99 +83,7 @@ from trio_agent import (
     ToolResultMessage,
     ToolUpdate,
 )
-from trio_agent.testing import ScriptedResponse, SSEServer, open_sse_server
-
-_MODEL = "gpt-4.1"
-# B10's pool limits, on both sides: the openai SDK's defaults (one connection per agent, 100
-# kept idle). Below one per agent, runs queue for a connection, and httpcore's pool
-# (1.0.9) then costs O(queued requests x connections) per request and per release: with
-# 1,000 runs on 100 connections that bookkeeping is most of the CPU, the whole grows
-# quadratically, and a run queued longer than ``Timeouts.connect`` (the pool wait's bound,
-# 10 s) fails with PoolTimeout.
-_LIMIT = 1000
-_KEEPALIVE = 100
-
-# --- OpenAI chat SSE bodies -----------------------------------------------------------------------
-
-
-def _chunk(reply_id: str, delta: dict[str, Any], finish: str | None = None) -> str:
-    chunk = {
-        "id": reply_id,
-        "object": "chat.completion.chunk",
-        "created": 1736251300,
-        "model": "gpt-4.1-2025-04-14",
-        "system_fingerprint": "fp_1",
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        "usage": None,
-    }
-    return f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
-
-
-def _ending(reply_id: str, finish: str, completion_tokens: int) -> str:
-    usage = {
-        "id": reply_id,
-        "object": "chat.completion.chunk",
-        "created": 1736251300,
-        "model": "gpt-4.1-2025-04-14",
-        "system_fingerprint": "fp_1",
-        "choices": [],
-        "usage": {
-            "prompt_tokens": 60,
-            "completion_tokens": completion_tokens,
-            "total_tokens": 60 + completion_tokens,
-        },
-    }
-    return (
-        _chunk(reply_id, {}, finish)
-        + f"data: {json.dumps(usage, separators=(',', ':'))}\n\n"
-        + "data: [DONE]\n\n"
-    )
-
-
-_WORDS = ("Streaming ", "tokens ", "from ", "a ", "model ", "over ", "loopback, ", "fast. ")
-
-
-def _words(count: int) -> list[str]:
-    return [_WORDS[i % len(_WORDS)] for i in range(count)]
-
-
-def _text_reply(reply_id: str, pieces: list[str]) -> bytes:
-    """A streamed text reply: the role, one chunk per piece, the finish, the usage."""
-    out = [_chunk(reply_id, {"role": "assistant", "content": "", "refusal": None})]
-    out += [_chunk(reply_id, {"content": piece}) for piece in pieces]
-    out.append(_ending(reply_id, "stop", len(pieces)))
-    return "".join(out).encode()
-
-
-def _tool_reply(reply_id: str, pieces: list[str], arguments: list[str], call_id: str) -> bytes:
-    """A streamed reply of some text, then one call of ``noop`` whose arguments come in
-    ``arguments`` pieces (the first chunk of the call names it, with no arguments yet)."""
-    out = [_chunk(reply_id, {"role": "assistant", "content": "", "refusal": None})]
-    out += [_chunk(reply_id, {"content": piece}) for piece in pieces]
-    header = {"index": 0, "id": call_id, "type": "function"}
-    out.append(
-        _chunk(
-            reply_id, {"tool_calls": [{**header, "function": {"name": "noop", "arguments": ""}}]}
-        )
-    )
-    out += [
-        _chunk(reply_id, {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
-        for piece in arguments
-    ]
-    out.append(_ending(reply_id, "tool_calls", len(pieces) + len(arguments)))
-    return "".join(out).encode()
-
-
-def _argument_pieces(count: int) -> tuple[list[str], dict[str, Any]]:
-    """A tool call's arguments as JSON cut in ``count`` pieces, and the arguments."""
-    arguments = {"note": "".join(_words(count - 2)).strip()}
-    text = json.dumps(arguments)
-    cuts = [len(text) * i // count for i in range(count + 1)]
-    pieces = [text[start:end] for start, end in itertools.pairwise(cuts)]
-    if len(pieces) != count or not all(pieces):
-        raise AssertionError(f"B10: {len(pieces)} argument pieces, not {count}")
-    return pieces, arguments
-
+from trio_agent.testing import ScriptedResponse, open_sse_server
 
 # --- B9 -------------------------------------------------------------------------------------------
 
@@ -252,123 +175,10 @@ def bench_b9(repeats: int, prompts: int = 100, deltas: int = 20) -> Figure:
 
 # --- B10 ------------------------------------------------------------------------------------------
 
-
-class _Replies(list[ScriptedResponse]):
-    """An ``SSEServer``'s script that answers each request by what it carries: the final
-    text to a request whose last message is a tool result, the tool call to any other.
-
-    The server takes a response (``pop(0)``) right after recording the request it answers,
-    with no checkpoint between: the last request recorded is the one being answered.
-    """
-
-    def __init__(self, server: SSEServer, tool_call: bytes, final: bytes) -> None:
-        super().__init__()
-        self._server = server
-        self._tool_call = tool_call
-        self._final = final
-
-    def __bool__(self) -> bool:
-        return True
-
-    def pop(self, index: SupportsIndex = -1) -> ScriptedResponse:
-        messages = self._server.requests[-1].json["messages"]
-        body = self._final if messages[-1]["role"] == "tool" else self._tool_call
-        return ScriptedResponse(body=body)
+_ROOT = Path(__file__).resolve().parent.parent
 
 
-@contextmanager
-def _server_thread(tool_call: bytes, final: bytes) -> Iterator[tuple[SSEServer, str]]:
-    """An ``SSEServer`` answering with :class:`_Replies`, in a thread with its own
-    ``trio.run``; stopped (and the thread joined) when the block exits."""
-    handed: queue.Queue[tuple[SSEServer, str, trio.lowlevel.TrioToken, trio.CancelScope]] = (
-        queue.Queue()
-    )
-
-    async def serve() -> None:
-        async with trio.open_nursery() as nursery:
-            server = SSEServer()
-            server.responses = _Replies(server, tool_call, final)
-            url = await server.start(nursery)
-            handed.put((server, url, trio.lowlevel.current_trio_token(), nursery.cancel_scope))
-
-    thread = threading.Thread(target=trio.run, args=(serve,), name="B10 server", daemon=True)
-    thread.start()
-    server, url, token, scope = handed.get(timeout=30)
-    try:
-        yield server, url
-    finally:
-        token.run_sync_soon(scope.cancel)
-        thread.join(timeout=30)
-        if thread.is_alive():
-            raise RuntimeError("B10: the server thread did not stop")
-
-
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-class _Side:
-    """One side's measures of B10."""
-
-    def __init__(self) -> None:
-        self.deltas = 0
-        self.cpu = 0.0
-        self.thread_cpu = 0.0
-        self.wall = 0.0
-        self.connections = 0
-        self.peak_connections = 0
-        self.fds_before = 0
-        self.fds_after = 0
-        self.rss_mib = 0.0
-
-    @property
-    def cpu_us_per_delta(self) -> float:
-        return self.cpu / self.deltas * 1e6
-
-
-@contextmanager
-def _measured(side: _Side, tool_call: bytes, final: bytes) -> Iterator[str]:
-    """Run the block against a server thread, measuring ``side``; check the limits."""
-    gc.collect()
-    side.fds_before = _fds()
-    with _server_thread(tool_call, final) as (server, url):
-        cpu, thread_cpu, wall = time.process_time(), time.thread_time(), time.perf_counter()
-        yield url
-        side.wall = time.perf_counter() - wall
-        side.thread_cpu = time.thread_time() - thread_cpu
-        side.cpu = time.process_time() - cpu
-    side.rss_mib = _rss_mib()
-    side.connections = server.connections
-    side.peak_connections = server.peak_connections
-    gc.collect()
-    side.fds_after = _fds()
-    if side.peak_connections > _LIMIT:
-        raise RuntimeError(f"B10: {side.peak_connections} connections open at once (> {_LIMIT})")
-    if side.fds_after != side.fds_before:
-        raise RuntimeError(
-            f"B10: {side.fds_after} file descriptors after the run, {side.fds_before} before"
-        )
-
-
-class _Script:
-    """B10's replies, and what every run must end with."""
-
-    def __init__(self, text_deltas: int, argument_deltas: int, final_deltas: int) -> None:
-        words = _words(text_deltas)
-        self.preamble = "".join(words)
-        self.argument_pieces, self.arguments = _argument_pieces(argument_deltas)
-        final = _words(final_deltas)
-        self.final = "".join(final)
-        self.tool_call = _tool_reply("chatcmpl-b10a", words, self.argument_pieces, "call_b10")
-        self.final_body = _text_reply("chatcmpl-b10b", final)
-        self.deltas = text_deltas + argument_deltas + final_deltas  # per agent
-
-
-def _b10_ours(agents: int, script: _Script) -> _Side:
+def _b10_ours(url: str, agents: int, script: _Script) -> _Side:
     from trio_agent.providers import open_pool, openai_chat
 
     side = _Side()
@@ -389,7 +199,7 @@ def _b10_ours(agents: int, script: _Script) -> _Side:
     )
     runs: list[Agent] = []
 
-    with _measured(side, script.tool_call, script.final_body) as url:
+    with _measured(side):
         model = openai_chat.model(_MODEL, base_url=url + "/v1", provider="openai")
 
         async def main() -> None:
@@ -443,158 +253,116 @@ def _b10_ours(agents: int, script: _Script) -> _Side:
     return side
 
 
-def _b10_sdk(agents: int, script: _Script) -> _Side:
-    import httpx2  # the SDK's own fork of httpx
-    import openai
+def _b10_run(kind: str, agents: int, pace: float, limit: float = _TIME_LIMIT) -> _Side | None:
+    """One side (``ours`` or ``sdk``) of B10 at ``agents`` agents, each in a process of its
+    own, against a :mod:`benchmarks.b10_server` in another; None if it did not finish
+    within ``limit`` seconds."""
+    import subprocess
+    import sys
 
-    side = _Side()
-    tools: Any = [
-        {
-            "type": "function",
-            "function": {
-                "name": "noop",
-                "description": "does nothing",
-                "parameters": {"type": "object", "properties": {"note": {"type": "string"}}},
-            },
-        }
-    ]
-    finished = 0
-
-    async def exchange(client: openai.AsyncOpenAI) -> None:
-        nonlocal finished
-        messages: list[Any] = [{"role": "user", "content": "go"}]
-        stream = await client.chat.completions.create(
-            model=_MODEL, messages=messages, tools=tools, stream=True
-        )
-        text: list[str] = []
-        arguments: list[str] = []
-        call_id = name = ""
-        async for chunk in stream:
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    side.deltas += 1
-                    text.append(delta.content)
-                for call in delta.tool_calls or ():
-                    call_id = call.id or call_id
-                    if call.function is not None:
-                        name = call.function.name or name
-                        if call.function.arguments:
-                            side.deltas += 1
-                            arguments.append(call.function.arguments)
-        if "".join(text) != script.preamble or json.loads("".join(arguments)) != script.arguments:
-            raise RuntimeError("B10 (SDK): the tool-call reply did not arrive in full")
-        messages.append(
-            {
-                "role": "assistant",
-                "content": "".join(text),
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": "".join(arguments)},
-                    }
-                ],
-            }
-        )
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": "ok"})
-        stream = await client.chat.completions.create(
-            model=_MODEL, messages=messages, tools=tools, stream=True
-        )
-        text = []
-        async for chunk in stream:
-            for choice in chunk.choices:
-                if choice.delta.content:
-                    side.deltas += 1
-                    text.append(choice.delta.content)
-        if "".join(text) != script.final:
-            raise RuntimeError("B10 (SDK): the final reply did not arrive in full")
-        finished += 1
-
-    async def main(url: str) -> None:
-        limits = httpx2.Limits(max_connections=_LIMIT, max_keepalive_connections=_KEEPALIVE)
-        # A connect timeout of 60 s, not the SDK's 5: a thousand connects at once to one
-        # busy loopback server wait their turn in its accept queue.
-        timeout = httpx2.Timeout(600, connect=60)
-        http_client = openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
-        async with (
-            http_client,
-            openai.AsyncOpenAI(
-                api_key="bench-key", base_url=url + "/v1", http_client=http_client, max_retries=0
-            ) as client,
-            asyncio.TaskGroup() as group,
-        ):
-            for _ in range(agents):
-                group.create_task(exchange(client))
-
-    with _measured(side, script.tool_call, script.final_body) as url:
-        asyncio.run(main(url))
-    if finished != agents or side.deltas != agents * script.deltas:
-        raise RuntimeError(
-            f"B10 (SDK): {finished} exchanges of {agents} in full, {side.deltas} deltas"
-        )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.b10_server", "--text", str(_TEXT), "--arguments",
+         str(_ARGUMENTS), "--final", str(_FINAL), "--pace", str(pace)],
+        cwd=_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert server.stdin is not None
+    assert server.stdout is not None
+    try:
+        url = f"http://127.0.0.1:{int(server.stdout.readline())}"
+        try:
+            client = subprocess.run(
+                [sys.executable, "-m", "benchmarks._b10", kind, url, str(agents)],
+                cwd=_ROOT, capture_output=True, text=True, timeout=limit, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return None
+        if client.returncode != 0:
+            raise RuntimeError(f"B10 ({kind}, {agents} agents): {client.stderr[-3000:]}")
+        side = _Side(**json.loads(client.stdout.splitlines()[-1]))
+        server.stdin.close()
+        counts = json.loads(server.stdout.readline())
+        side.connections = counts["connections"]
+        side.peak_connections = counts["peak"]
+        side.requests = counts["requests"]
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        server.stdout.close()
+    if side.peak_connections > _LIMIT:
+        raise RuntimeError(f"B10: {side.peak_connections} connections open at once (> {_LIMIT})")
+    if side.requests != 2 * agents:
+        raise RuntimeError(f"B10: {side.requests} requests for {agents} agents, not {2 * agents}")
     return side
 
 
-def bench_b10(
-    repeats: int,
-    agents: int = 1000,
-    text_deltas: int = 75,
-    argument_deltas: int = 25,
-    final_deltas: int = 100,
-) -> Figure:
-    script = _Script(text_deltas, argument_deltas, final_deltas)
+def _scale(agents: int, mode: str, repeats: int, limit: float) -> Figure:
+    """B10 at ``agents`` agents, ``mode`` bursty or paced: CPU per delta, ours beside the
+    SDK's, with the wall time and the counts."""
+    pace = _PACE if mode == "paced" else 0.0
     ours: list[_Side] = []
     sdk: list[_Side] = []
+    unfinished = {"ours": False, "sdk": False}
 
-    def run(sides: list[_Side], fn: Callable[[int, _Script], _Side]) -> Callable[[], float]:
+    def run(kind: str, sides: list[_Side]) -> Callable[[], float]:
         def one() -> float:
-            side = fn(agents, script)
+            side = _b10_run(kind, agents, pace, limit)
+            if side is None:
+                unfinished[kind] = True
+                return math.nan
             sides.append(side)
             return side.cpu_us_per_delta
 
         return one
 
-    samples, floor_samples = alternating(repeats, run(ours, _b10_ours), run(sdk, _b10_sdk))
-    wall = figure(
-        [side.wall for side in ours],
-        [side.wall for side in sdk],
-        "s",
-        lower_is_better=True,
-        title=f"wall time, {agents:,} agents",
-        floor_title="openai SDK",
-    )
+    samples, floor_samples = alternating(repeats, run("ours", ours), run("sdk", sdk))
 
-    def median(values: list[float]) -> float:
-        return statistics.median(values)
+    def described(name: str, sides: list[_Side]) -> str:
+        if not sides:
+            return f"{name}: did not finish in {limit:.0f} s"
+        side = sides[0]
+        return (
+            f"{name}: {side.wall:.1f} s wall, {side.connections:,} connections opened (at most "
+            f"{side.peak_connections:,} open), peak RSS {side.rss_mib:.0f} MiB, fds "
+            f"{side.fds_before} before, {side.fds_after} after"
+        )
 
-    first = ours[0]
-    thread_ours = median([s.thread_cpu / s.deltas * 1e6 for s in ours])
-    thread_sdk = median([s.thread_cpu / s.deltas * 1e6 for s in sdk])
+    deltas = agents * (_TEXT + _ARGUMENTS + _FINAL)
     return figure(
         samples,
         floor_samples,
         "us/delta",
         lower_is_better=True,
+        title=f"{agents:,} agents, {mode}",
         floor_title="openai SDK (asyncio)",
-        also={"wall": wall},
-        deltas=first.deltas,
-        connections=max(s.connections for s in ours),
-        peak_connections=max(s.peak_connections for s in ours),
-        sdk_peak_connections=max(s.peak_connections for s in sdk),
-        max_connections=_LIMIT,
-        peak_rss_mib=first.rss_mib,
-        sdk_peak_rss_mib=sdk[0].rss_mib,
-        fds_before=first.fds_before,
-        fds_after=first.fds_after,
-        client_thread_us_per_delta=thread_ours,
-        sdk_client_thread_us_per_delta=thread_sdk,
-        detail=(
-            f"{first.deltas:,} deltas; connections opened {first.connections}, at most "
-            f"{max(s.peak_connections for s in ours)} open (limit {_LIMIT}; SDK "
-            f"{max(s.peak_connections for s in sdk)}); peak RSS {first.rss_mib:.0f} MiB after "
-            f"ours, {sdk[0].rss_mib:.0f} MiB after the SDK's; fds {first.fds_before} before, "
-            f"{first.fds_after} after; the client thread alone: {thread_ours:.1f} µs/delta "
-            f"(SDK {thread_sdk:.1f})"
-        ),
+        agents=agents,
+        mode=mode,
+        deltas=deltas,
+        finished=not unfinished["ours"],
+        sdk_finished=not unfinished["sdk"],
+        sides={"ours": [attrs.asdict(s) for s in ours], "sdk": [attrs.asdict(s) for s in sdk]},
+        detail=f"{deltas:,} deltas; {described('ours', ours)}; {described('SDK', sdk)}",
     )
+
+
+def _b10(repeats: int, scales: tuple[int, ...], limit: float = _TIME_LIMIT) -> Figure:
+    figures = {
+        f"{agents}_{mode}": _scale(agents, mode, repeats, limit)
+        for agents in scales
+        for mode in ("bursty", "paced")
+    }
+    first = figures.pop(f"{scales[0]}_bursty")
+    return {**first, "also": figures}
+
+
+def bench_b10(repeats: int) -> Figure:
+    """B10 at 1,000 agents, bursty (the figure) and paced (``also``)."""
+    return _b10(repeats, (1000,))
+
+
+def bench_b10x(repeats: int) -> Figure:
+    """B10 at 1,000, 5,000 and 10,000 agents, bursty and paced."""
+    return _b10(repeats, (1000, 5000, 10000))

@@ -25,7 +25,9 @@ their floors are:
   (memory and abort of concurrent runs).
 - :mod:`benchmarks.pool`: the connections family, B9 (a chat of 100 prompts
   over loopback TLS, beside a new client per prompt) and B10 (1,000
-  concurrent agents on one loopback server, beside the official openai SDK).
+  concurrent agents on one loopback server in another process, bursty and
+  paced, beside the official openai SDK; B10x: the same at 1,000, 5,000 and
+  10,000 agents, run only when named).
 - :mod:`benchmarks.cost`: B11 (the dollars of a 30-request tool session on
   claude-sonnet-4-5, gpt-4.1 and gemini-2.5-flash, billed by a loopback
   server that follows each service's documented prompt cache,
@@ -36,12 +38,13 @@ their floors are:
 
 This module holds the table of figures and the command line.
 
-Only B8, B9, B10 and B11 touch the network (loopback, the server in the
-same process; B11 also runs node for pi-ai's side, installing pi-ai with npm
-on first use). A figure may carry sub-figures (``also``: B4's linearity, B6m, B7's
-abort time, B10's wall time, B11's other models and pi-ai), a ``detail`` line,
-and a ``floor_title`` when its floor is a reference other than bare Trio
-(B9's new client per prompt, B10's openai SDK, B11's dollars of a perfect
+Only B8, B9, B10 and B11 touch the network (loopback; the server in the
+same process, but B10's, in another; B11 also runs node for pi-ai's side,
+installing pi-ai with npm on first use). A figure may carry sub-figures
+(``also``: B4's linearity, B6m, B7's abort time, B10's paced run and B10x's
+other scales, B11's other models and pi-ai), a ``detail`` line, and a
+``floor_title`` when its floor is a reference other than bare Trio (B9's new
+client per prompt, B10's openai SDK, B11's dollars of a perfect
 cache); all are in the table and in ``--json``.
 """
 
@@ -60,7 +63,7 @@ from benchmarks._common import Figure
 from benchmarks.concurrency import bench_b6, bench_b7
 from benchmarks.cost import bench_b11
 from benchmarks.loop import bench_b1, bench_b1a, bench_b2, bench_b5
-from benchmarks.pool import bench_b9, bench_b10
+from benchmarks.pool import bench_b9, bench_b10, bench_b10x
 from benchmarks.streaming import bench_b3, bench_b4, bench_b8
 
 BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
@@ -74,13 +77,22 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
     "B7": ("concurrent runs (10,000 Agents, each in a sleeping tool)", bench_b7, 3),
     "B8": ("provider stream (20 MB of OpenAI chat SSE on loopback)", bench_b8, 5),
     "B9": ("a chat of 100 prompts over loopback TLS, one pool", bench_b9, 3),
-    "B10": ("a server's worth of agents (1,000 on one loopback server, one pool)", bench_b10, 1),
+    "B10": (
+        "a server's worth of agents (1,000 on one pool, a server in another process)",
+        bench_b10,
+        1,
+    ),
+    "B10x": ("B10 at 1,000, 5,000 and 10,000 agents (about 25 minutes)", bench_b10x, 1),
     "B11": (
         "the dollars of a 30-request tool session, billed as each service caches",
         bench_b11,
         1,
     ),
 }
+
+
+# Figures run only when named: B10x takes about 25 minutes.
+_ONLY_BY_NAME = frozenset({"B10x"})
 
 
 def _format(value: float, unit: str) -> str:
@@ -123,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="repetitions per figure (default: per figure)")
     args = parser.parse_args(argv)
     by_name = {name.upper(): name for name in BENCHMARKS}
-    chosen = [by_name.get(f.upper(), f) for f in args.figures] or list(BENCHMARKS)
+    chosen = [by_name.get(f.upper(), f) for f in args.figures] or [
+        name for name in BENCHMARKS if name not in _ONLY_BY_NAME
+    ]
     unknown = [f for f in chosen if f not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")

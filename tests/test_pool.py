@@ -369,7 +369,7 @@ def test_an_http2_pool_is_configured_for_http2() -> None:
         pool = Pool(http2=http2)
         assert pool.http2 is http2
         assert pool.client._transport._pool._http2 is http2  # type: ignore[attr-defined]
-        assert repr(pool) == f"<Pool max_connections=100 max_keepalive=20 http2={http2}>"
+        assert repr(pool) == f"<Pool max_connections=1000 max_keepalive=100 http2={http2}>"
 
 
 @pytest.mark.parametrize("name", ["max_connections", "max_keepalive"])
@@ -380,6 +380,17 @@ def test_pool_limits_must_be_positive_ints(name: str, value: Any) -> None:
     ) as caught:
         Pool(**{name: value})
     assert str(caught.value).endswith(f"not {value!r}")
+
+
+async def test_the_default_limits_let_a_thousand_agents_stream_at_once() -> None:
+    """A thousand connections, a hundred kept idle: the defaults of a pool, of an
+    ``open_pool`` block and of the Trio run's own pool alike."""
+    run_pool = _pool.current_pool()
+    async with open_pool() as block_pool:
+        pass
+    for pool in (Pool(), block_pool, run_pool):
+        limits = pool.limits
+        assert (limits.max_connections, limits.max_keepalive_connections) == (1000, 100)
 
 
 def test_pool_limits_may_be_none() -> None:

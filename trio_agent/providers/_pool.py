@@ -58,10 +58,12 @@ class Pool:
 
     ``max_connections`` bounds the connections open at once (a request waits
     for one to be free), ``max_keepalive`` those kept idle for reuse (None: no
-    bound, for either); ``http2`` negotiates HTTP/2 with servers that speak it,
-    so that concurrent streams to one host share a connection (it needs the
-    ``h2`` package: ``pip install 'trio_agent[http2]'``); ``verify``, the TLS
-    context that checks servers (default: the system's trust store, as httpx2's). Made by
+    bound, for either; the defaults, 1,000 and 100, the openai SDK's, let a
+    thousand agents stream at once, one connection each, and reuse them);
+    ``http2`` negotiates HTTP/2 with servers that speak it, so that concurrent
+    streams to one host share a connection (it needs the ``h2`` package:
+    ``pip install 'trio_agent[http2]'``); ``verify``, the TLS context that
+    checks servers (default: the system's trust store, as httpx2's). Made by
     :func:`open_pool`, or for a Trio run the first time it is needed.
     """
 
@@ -70,8 +72,8 @@ class Pool:
     def __init__(
         self,
         *,
-        max_connections: int | None = 100,
-        max_keepalive: int | None = 20,
+        max_connections: int | None = 1000,
+        max_keepalive: int | None = 100,
         http2: bool = False,
         verify: ssl.SSLContext | None = None,
     ) -> None:
@@ -143,8 +145,8 @@ async def _keep(pool: Pool) -> None:
 @contextlib.asynccontextmanager
 async def open_pool(
     *,
-    max_connections: int | None = 100,
-    max_keepalive: int | None = 20,
+    max_connections: int | None = 1000,
+    max_keepalive: int | None = 100,
     http2: bool = False,
     verify: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Pool]:
