@@ -248,7 +248,7 @@ def tool_conversation(found: Any, call_id: str = "call_1") -> LlmContext:
 
 
 async def conversation_request(
-    provider: Callable[[httpx.AsyncClient], Any],
+    provider: Callable[[httpx2.AsyncClient], Any],
     found: Any,
     reply: ScriptedResponse,
     call_id: str = "call_1",
