@@ -11,8 +11,10 @@ from hypothesis import settings
 import trio_agent
 from trio_agent import (
     AgentTool,
+    Cost,
     ToolResult,
     ToolUpdate,
+    Usage,
 )
 
 ECHO_SCHEMA = {
@@ -68,3 +70,17 @@ def examples(share: float) -> settings:
     profile = settings.default
     assert profile is not None
     return settings(max_examples=max(10, round(profile.max_examples * share)))
+
+
+def usage(
+    input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0, cost: float = 0.0
+) -> Usage:
+    """A reply's usage: these token counts, their total, and ``cost`` dollars in all."""
+    return Usage(
+        input=input,
+        output=output,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        total_tokens=input + output + cache_read + cache_write,
+        cost=Cost(total=cost),
+    )

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests._providers import fixture
-from tests._support import ECHO, examples, make_tool
+from tests._support import ECHO, examples, make_tool, usage
 from trio_agent import (
     Agent,
     AgentContext,
@@ -47,19 +47,6 @@ from trio_agent.testing import (
 
 def echo_call(value: str = "x") -> faux.Reply:
     return faux.reply(faux.tool_call("echo", {"value": value}))
-
-
-def used(
-    input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0, cost: float = 0.0
-) -> Usage:
-    return Usage(
-        input=input,
-        output=output,
-        cache_read=cache_read,
-        cache_write=cache_write,
-        total_tokens=input + output + cache_read + cache_write,
-        cost=Cost(total=cost),
-    )
 
 
 def with_usage(reply: faux.Reply, usage: Usage) -> faux.Reply:
@@ -187,7 +174,7 @@ async def test_a_run_under_its_budget_ends_without_a_stop() -> None:
 
 
 async def test_the_output_budget_stops_once_used_up() -> None:
-    model = faux.model([with_usage(echo_call(), used(output=40)) for _ in range(5)])
+    model = faux.model([with_usage(echo_call(), usage(output=40)) for _ in range(5)])
     _, recorder = await run(model, Budget(output_tokens=100))
     # 0, 40 and 80 are under 100: three requests; the third crosses it (by one reply).
     assert len(model.calls) == 3
@@ -196,8 +183,8 @@ async def test_the_output_budget_stops_once_used_up() -> None:
 
 async def test_the_input_budget_stops_before_a_request_that_would_cross_it() -> None:
     # Each request reads 150 tokens (cache reads and writes count as read).
-    usage = used(input=100, cache_read=30, cache_write=20)
-    model = faux.model([with_usage(echo_call(), usage) for _ in range(5)])
+    read = usage(input=100, cache_read=30, cache_write=20)
+    model = faux.model([with_usage(echo_call(), read) for _ in range(5)])
     _, recorder = await run(model, Budget(input_tokens=400))
     # After two requests 300 are used; the next reads at least 150 again: 450 > 400.
     assert len(model.calls) == 2
@@ -205,7 +192,7 @@ async def test_the_input_budget_stops_before_a_request_that_would_cross_it() -> 
 
 
 async def test_the_total_budget_counts_input_and_output() -> None:
-    model = faux.model([with_usage(echo_call(), used(input=10, output=20)) for _ in range(9)])
+    model = faux.model([with_usage(echo_call(), usage(input=10, output=20)) for _ in range(9)])
     _, recorder = await run(model, Budget(total_tokens=100))
     # 30 a turn: after 3, 90 + at least 10 more input is not over 100; after 4, 120.
     assert len(model.calls) == 4
@@ -213,7 +200,7 @@ async def test_the_total_budget_counts_input_and_output() -> None:
 
 
 async def test_the_cost_budget_sums_the_replies_cost() -> None:
-    model = faux.model([with_usage(echo_call(), used(output=1, cost=0.25)) for _ in range(9)])
+    model = faux.model([with_usage(echo_call(), usage(output=1, cost=0.25)) for _ in range(9)])
     _, recorder = await run(model, Budget(cost=0.6))
     assert len(model.calls) == 3
     assert stop_of(recorder) == BudgetReached("cost", 0.6, 0.75)
@@ -222,7 +209,7 @@ async def test_the_cost_budget_sums_the_replies_cost() -> None:
 async def test_the_cost_budget_stops_before_a_request_that_would_cross_it() -> None:
     # Each request reads 100,000 tokens and costs $0.10; the next one reads at least as
     # many, at no less than the cache-read price ($0.50 a million): $0.05 at least.
-    model = faux.model([with_usage(echo_call(), used(input=100_000, cost=0.1)) for _ in range(9)])
+    model = faux.model([with_usage(echo_call(), usage(input=100_000, cost=0.1)) for _ in range(9)])
     priced = attrs.evolve(model, cost=ModelCost(input=1.0, cache_read=0.5))
     _, recorder = await run(priced, Budget(cost=0.34))
     # After 3 requests $0.30 is spent, and the fourth would cost at least $0.05: $0.35 > $0.34.
@@ -233,7 +220,7 @@ async def test_the_cost_budget_stops_before_a_request_that_would_cross_it() -> N
     assert len(priced.calls) == 3
     # Without prices the floor is nothing: the fourth request is made.
     _, recorder = await run(
-        faux.model([with_usage(echo_call(), used(cost=0.1))] * 9), Budget(cost=0.34)
+        faux.model([with_usage(echo_call(), usage(cost=0.1))] * 9), Budget(cost=0.34)
     )
     stop = stop_of(recorder)
     assert stop is not None
@@ -244,7 +231,7 @@ async def test_the_cost_budget_stops_before_a_request_that_would_cross_it() -> N
 async def test_a_cost_that_is_not_a_number_is_not_counted() -> None:
     # A server's usage is not trusted: a cost of NaN is left out, and the costs after it
     # still count.
-    replies = [used(cost=math.nan), used(cost=0.3), used(cost=0.3), used(cost=0.3)]
+    replies = [usage(cost=math.nan), usage(cost=0.3), usage(cost=0.3), usage(cost=0.3)]
     model = faux.model([with_usage(echo_call(), usage) for usage in replies])
     _, recorder = await run(model, Budget(cost=0.5))
     assert stop_of(recorder) == BudgetReached("cost", 0.5, 0.6)
@@ -253,13 +240,13 @@ async def test_a_cost_that_is_not_a_number_is_not_counted() -> None:
 
 async def test_a_tool_results_usage_counts() -> None:
     async def costly(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
-        return attrs.evolve(ToolResult.text("sub-agent said hi"), usage=used(output=500))
+        return attrs.evolve(ToolResult.text("sub-agent said hi"), usage=usage(output=500))
 
     model = faux.model([faux.reply(faux.tool_call("costly")), "never"])
     messages, recorder = await run(model, Budget(output_tokens=100), [make_tool("costly", costly)])
     assert len(model.calls) == 1
     assert stop_of(recorder) == BudgetReached("output_tokens", 100, 500)
-    assert results(messages)[0].usage == used(output=500)
+    assert results(messages)[0].usage == usage(output=500)
 
 
 async def test_a_tools_usage_that_is_not_numbers_is_left_out() -> None:
@@ -269,7 +256,7 @@ async def test_a_tools_usage_that_is_not_numbers_is_left_out() -> None:
         return attrs.evolve(ToolResult.text("fine"), usage=junk)
 
     model = faux.model(
-        [faux.reply(faux.tool_call("sloppy")), with_usage(echo_call(), used(output=7))]
+        [faux.reply(faux.tool_call("sloppy")), with_usage(echo_call(), usage(output=7))]
     )
     budget = Budget(input_tokens=100, output_tokens=5, cost=1.0)
     messages, recorder = await run(model, budget, [make_tool("sloppy", sloppy), ECHO])
@@ -285,7 +272,7 @@ async def test_a_tools_negative_usage_gives_nothing_back() -> None:
     async def refunds(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
         return attrs.evolve(ToolResult.text("fine"), usage=refund)
 
-    tool_turn = with_usage(faux.reply(faux.tool_call("refunds")), used(output=60, cost=0.6))
+    tool_turn = with_usage(faux.reply(faux.tool_call("refunds")), usage(output=60, cost=0.6))
     for budget, name in [(Budget(output_tokens=100), "output_tokens"), (Budget(cost=1.0), "cost")]:
         model = faux.model([tool_turn, tool_turn, tool_turn, "done"])
         _, recorder = await run(model, budget, [make_tool("refunds", refunds)])
@@ -308,7 +295,7 @@ async def test_counts_and_costs_too_large_for_a_float_do_not_fail_the_run() -> N
     _, recorder = await run(model, Budget(cost=1.0), [make_tool("big", big)])
     assert (stop_of(recorder), len(model.calls)) == (None, 2)
 
-    script: list[faux.Script] = [with_usage(echo_call(), used(input=10**400)), "never"]
+    script: list[faux.Script] = [with_usage(echo_call(), usage(input=10**400)), "never"]
     model = attrs.evolve(faux.model(script), cost=ModelCost(input=3.0, cache_read=0.3))
     _, recorder = await run(model, Budget(cost=1.0))
     assert stop_of(recorder) == BudgetReached("cost", 1.0, 0.0)
@@ -324,7 +311,7 @@ def test_budget_reached_shows_an_int_too_long_for_digits_by_its_size() -> None:
 
 
 async def test_an_error_reply_ends_the_run_as_always() -> None:
-    model = faux.model([with_usage(faux.error("boom"), used(output=999))])
+    model = faux.model([with_usage(faux.error("boom"), usage(output=999))])
     messages, recorder = await run(model, Budget(output_tokens=10))
     assert stop_of(recorder) is None
     assert messages[-1].stop_reason == "error"  # type: ignore[union-attr]  # the reply
@@ -338,7 +325,7 @@ async def test_an_aborted_run_has_no_stop_even_past_its_budget() -> None:
         await trio.sleep_forever()
         raise AssertionError("not reached")
 
-    model = faux.model([with_usage(faux.reply(faux.tool_call("aborts")), used(output=50))])
+    model = faux.model([with_usage(faux.reply(faux.tool_call("aborts")), usage(output=50))])
     recorder = EventRecorder()
     with trio.fail_after(5):
         messages = await run_agent_loop(
@@ -432,8 +419,8 @@ async def test_a_budget_reached_while_parallel_tools_run_lets_every_call_finish(
         index = int(args["value"])
         async with sequencer(2 - index):
             finished.append(index)
-        usage = used(output=1000) if index == 1 else None
-        return attrs.evolve(ToolResult.text(f"step {index}"), usage=usage)
+        spent = usage(output=1000) if index == 1 else None
+        return attrs.evolve(ToolResult.text(f"step {index}"), usage=spent)
 
     tool = make_tool("step", step, schema=dict(ECHO.parameters))
     calls = [faux.tool_call("step", {"value": str(n)}) for n in range(3)]
@@ -583,7 +570,7 @@ async def test_token_budgets_on_a_real_provider(clock: Any) -> None:
 # --- a property: any script, any budget ---------------------------------------------------
 
 _usages = st.builds(
-    used,
+    usage,
     input=st.integers(0, 300),
     output=st.integers(0, 300),
     cache_read=st.integers(0, 100),

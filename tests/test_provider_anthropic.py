@@ -26,7 +26,7 @@ from tests._providers import (
     fixture,
     options,
 )
-from tests._support import ECHO
+from tests._support import ECHO, usage
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
@@ -39,7 +39,6 @@ from trio_agent import (
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
     dumps,
     loads,
@@ -90,16 +89,6 @@ def reply(*content: Any, **fields: Any) -> AssistantMessage:
 
 def final(message: AssistantMessage) -> AssistantMessage:
     return attrs.evolve(message, timestamp=0)
-
-
-def usage(input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0) -> Usage:
-    return Usage(
-        input=input,
-        output=output,
-        cache_read=cache_read,
-        cache_write=cache_write,
-        total_tokens=input + output + cache_read + cache_write,
-    )
 
 
 # --- the stream ----------------------------------------------------------------------------------
