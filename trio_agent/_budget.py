@@ -169,10 +169,11 @@ class Meter:
         self.floor = 0  # the input of the last request: the next one reads at least as much
         self.floor_cost = 0.0  # what reading that much costs at least
 
-    def admit(self, limit: int | None, count: int) -> int:
+    def admit(self, count: int) -> int:
         """How many of the ``count`` calls of a batch may run (the first ones, in source
         order); records them all as asked for."""
         allowed = count
+        limit = self.budget.tool_calls
         if limit is not None:
             allowed = max(0, min(count, limit - self.calls))
             if allowed < count:

@@ -505,9 +505,9 @@ class Run:
             return
         meter = self.meter
         assert meter is not None
-        limit = meter.budget.tool_calls
         calls = batch.calls
-        allowed = meter.admit(limit, len(calls))
+        allowed = meter.admit(len(calls))
+        limit = meter.budget.tool_calls
         if limit is not None and allowed < len(calls):
             text = tool_budget_text(limit)
             for state in calls[allowed:]:

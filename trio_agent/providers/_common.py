@@ -30,6 +30,7 @@ from .._events import AssistantMessageEvent
 from .._messages import (
     AssistantMessage,
     Cost,
+    ErrorKind,
     Message,
     TextContent,
     ToolCall,
@@ -360,15 +361,19 @@ class Parser:
 
 
 def reported(
-    text: str, provider: str, codes: Iterable[object] = (), status: object = None
+    text: str,
+    provider: str,
+    codes: Iterable[object] = (),
+    status: object = None,
+    default: ErrorKind = "server",
 ) -> ProviderFailure:
     """The failure of an error the server reported in the stream, saying ``text``: its kind
     from the error's ``codes`` and ``status`` (any values, read only for what they are) and
-    the text (:func:`~trio_agent._overflow.error_kind`), ``server`` when they say nothing
+    the text (:func:`~trio_agent._overflow.error_kind`), ``default`` when they say nothing
     more. ``status`` is an error's own number, not a response's: the reply's
     ``http_status`` stays None."""
     number = status if type(status) is int else None
-    kind = error_kind(text, status=number, codes=codes, provider=provider)
+    kind = error_kind(text, status=number, codes=codes, provider=provider, default=default)
     return ProviderFailure(text, kind=kind)
 
 

@@ -697,9 +697,8 @@ class _ResponsesParser(Parser):
                 self.stop = "length"
             else:
                 text = f"the response from {self.name} is incomplete: {reason}"
-                self.failure = reported(text, self.name, (reason,), None)
-                if self.failure.kind == "server":  # a content filter, or a reason unknown
-                    self.failure.kind = "refused"
+                # A content filter, or a reason unknown: refused, unless it says more.
+                self.failure = reported(text, self.name, (reason,), default="refused")
         elif error is not None:
             self.failure = reported(
                 self._error_text(error, "failed"), self.name, (error.get("code"), error.get("type"))
