@@ -159,6 +159,50 @@ async def test_a_request_waits_for_a_free_connection_as_long_as_it_takes(clock: 
     assert server.connections == 1
 
 
+def queued_in_httpx2(pool: Pool) -> int:
+    """How many requests httpx2's own pool holds (sent, or waiting for a connection)."""
+    transport: Any = pool.client._transport
+    transport = getattr(transport, "_inner", transport)  # under the pool's queue
+    return len(transport._pool._requests)
+
+
+async def test_requests_beyond_the_limit_wait_in_the_pools_queue_and_may_leave_it(
+    clock: Any,
+) -> None:
+    """Requests waiting for a connection wait in the pool's own queue, not in httpx2's
+    (whose every request and release scans all those it holds): httpx2 holds only the
+    one being served. A waiting run cancelled leaves the queue; the next takes the
+    connection when it is free."""
+    resume = trio.Event()
+    script = [ScriptedResponse(body=TEXT, stall_after=AFTER_HELLO, resume=resume), *replies("b")]
+    async with (
+        open_sse_server(*script) as server,
+        open_pool(max_connections=1) as pool,
+        trio.open_nursery() as nursery,
+    ):
+        first, cancelled, last = (Agent(model(server.url), api_key="k") for _ in range(3))
+        nursery.start_soon(first.prompt, "first")
+        await trio.testing.wait_all_tasks_blocked()
+        scope = trio.CancelScope()
+
+        async def prompt_in_scope() -> None:
+            with scope:
+                await cancelled.prompt("cancelled")
+
+        nursery.start_soon(prompt_in_scope)
+        nursery.start_soon(last.prompt, "last")
+        await trio.testing.wait_all_tasks_blocked()
+        assert (len(server.requests), queued_in_httpx2(pool)) == (1, 1)
+        scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert said(cancelled) == ("aborted", "")  # its reply: aborted, nothing sent
+        resume.set()
+    assert said(first) == ("stop", TEXT_REPLY)
+    assert said(last) == ("stop", "b")
+    assert [prompt_of(server, index) for index in range(2)] == ["first", "last"]
+    assert (server.connections, queued_in_httpx2(pool)) == (1, 0)
+
+
 @pytest.mark.parametrize("how", ["agent.abort", "cancel scope"])
 async def test_an_aborted_run_closes_its_connection_and_the_pool_goes_on(
     clock: Any, how: str
@@ -353,7 +397,11 @@ def test_an_http2_pool_is_configured_for_http2() -> None:
     for http2 in (True, False):
         pool = Pool(http2=http2)
         assert pool.http2 is http2
-        assert pool.client._transport._pool._http2 is http2  # type: ignore[attr-defined]
+        transport: Any = pool.client._transport
+        if not http2:  # over HTTP/1.1, the pool's own queue is in front of httpx2's
+            assert isinstance(transport, _pool._Queued)
+            transport = transport._inner
+        assert transport._pool._http2 is http2
         assert repr(pool) == f"<Pool max_connections=1000 max_keepalive=100 http2={http2}>"
 
 

@@ -90,8 +90,14 @@ class Pool:
             max_connections=max_connections, max_keepalive_connections=max_keepalive
         )
         self.http2 = http2
+        verify = verify or tls_context()
+        transport: httpx2.AsyncBaseTransport | None = None
+        if max_connections is not None and not http2:
+            transport = _Queued(
+                httpx2.AsyncHTTPTransport(limits=self.limits, verify=verify), max_connections
+            )
         self.client = httpx2.AsyncClient(
-            limits=self.limits, http2=http2, verify=verify or tls_context(), timeout=None
+            limits=self.limits, http2=http2, verify=verify, transport=transport, timeout=None
         )
 
     def __repr__(self) -> str:
@@ -105,6 +111,85 @@ class Pool:
         """Close every connection of the pool (shielded, within a grace period)."""
         with trio.move_on_after(_CLOSE_GRACE, shield=True):
             await self.client.aclose()
+
+
+class _Queued(httpx2.AsyncBaseTransport):
+    """An HTTP/1.1 transport whose requests beyond ``limit`` open responses wait in a
+    queue of Trio's, in the order they came, until a response is closed.
+
+    Over HTTP/1.1 a response holds its connection until it is closed, so the pool's
+    limit on connections is one on open responses. httpx2's pool would hold the
+    waiting requests itself, but its every request and release scans all of them: with
+    ten thousand agents on a thousand connections, that scan would be most of the CPU.
+    Here a request waits at a constant cost, and enters the HTTP stack when it can be
+    served at once, or when a connection is about to be released to it: a response
+    closed while requests wait lets the next one in first, so that the connection it
+    frees goes to that request rather than being closed as an idle one beyond
+    ``max_keepalive`` (and another opened). The wait is a checkpoint: the caller's
+    cancel scope ends it. (A request through a proxy, from the proxy variables of the
+    environment, goes through httpx2's own transport and waits in its pool.)
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int) -> None:
+        self._inner = inner
+        self._open = trio.CapacityLimiter(limit)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        turn = _Turn(self._open)
+        try:
+            # No schedule point when there is room: the request enters the HTTP stack
+            # as it would without this queue (the stack checkpoints as it sends).
+            self._open.acquire_on_behalf_of_nowait(turn)
+        except trio.WouldBlock:
+            await self._open.acquire_on_behalf_of(turn)
+        # No checkpoint from here until httpx2's pool has queued the request: a request
+        # let in by a closing response must be queued there before the connection is
+        # released (see _Turn.aclose).
+        try:
+            response = await self._inner.handle_async_request(request)
+        except BaseException:
+            self._open.release_on_behalf_of(turn)
+            raise
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        turn.stream = response.stream
+        response.stream = turn
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Turn(httpx2.AsyncByteStream):
+    """An open response's place in its transport's limit: the response's body, whose
+    closing frees the place."""
+
+    def __init__(self, limiter: trio.CapacityLimiter) -> None:
+        self._limiter: trio.CapacityLimiter | None = limiter
+        self.stream: httpx2.AsyncByteStream | None = None
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        assert self.stream is not None
+        return self.stream.__aiter__()  # the body's own iterator: nothing added per read
+
+    async def aclose(self) -> None:
+        limiter = self._limiter
+        if limiter is None:  # closed before
+            return
+        self._limiter = None
+        assert self.stream is not None
+        if not limiter.statistics().tasks_waiting:
+            try:
+                await self.stream.aclose()
+            finally:
+                limiter.release_on_behalf_of(self)
+            return
+        # Requests wait: the next one takes this place now and runs (two schedule
+        # points: Trio runs the tasks woken together in any order) until httpx2's pool
+        # has queued it, and only then is the connection released, to that request.
+        limiter.release_on_behalf_of(self)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        await self.stream.aclose()
 
 
 _scoped: contextvars.ContextVar[tuple[Pool, trio.lowlevel.Task | None] | None] = (
