@@ -716,3 +716,33 @@ async def test_the_agent_is_cancel_safe_at_every_point_of_the_turn_hooks(
         await agent.prompt("go")
 
     await assert_cancel_safe(scenario)
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+async def test_no_turn_hook_is_called_once_the_run_is_aborted(role: str) -> None:
+    """An abort while the listener is told of the prompt (before ``prepare_request``) or
+    of the reply (before ``finish_turn``): the hook is not called."""
+    abort = trio.CancelScope()
+    called: list[str] = []
+    log = Log()
+
+    async def listener(event: AgentEvent) -> None:
+        await log(event)
+        if event.type == "message_end" and event.message.role == role:  # type: ignore[union-attr]  # a MessageEnd
+            abort.cancel()
+
+    async def prepare_request(request: RequestContext) -> None:
+        called.append("prepare_request")
+
+    async def finish_turn(turn: TurnContext) -> None:
+        called.append("finish_turn")
+
+    config = AgentLoopConfig(
+        model=faux.model(["hello"]), prepare_request=prepare_request, finish_turn=finish_turn
+    )
+    messages = await run_agent_loop(
+        [UserMessage.text("hi")], AgentContext(), config, listener, abort=abort
+    )
+    check_event_grammar(log.events)
+    assert called == ([] if role == "user" else ["prepare_request"])
+    assert [m.role for m in messages] == ["user", "assistant"]
