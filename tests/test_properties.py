@@ -442,7 +442,8 @@ def check_turn_hooks(result: ScenarioResult) -> None:
     before every model call (no event in between) and its thinking level is
     the one sent. ``finish_turn`` comes right before its turn's ``turn_end``,
     once for every turn of a run nothing interrupted; after ``"end"`` the run
-    ends (``turn_end``, ``agent_end``, no model call). The messages of
+    ends (``turn_end``, ``agent_end``, no model call); after ``"continue"``
+    on a reply that did not fail, the model is asked again. The messages of
     ``prepare_next_turn`` are in the transcript of a run that returned, once
     each and in order.
     """
@@ -474,7 +475,13 @@ def check_turn_hooks(result: ScenarioResult) -> None:
                     ("event", "agent_end"),
                 ], after
         if result.returned and not interrupted(result):
-            assert len(finishes) == len(result.marks("event", "turn_end"))
+            ends = [event for event in result.events if event.type == "turn_end"]
+            assert len(finishes) == len(ends)
+            for index, end in zip(finishes, ends, strict=True):
+                failed = end.message.stop_reason in ("error", "aborted")
+                if timeline[index].detail == "continue" and not failed:
+                    calls = [m for m in timeline[index:] if m.kind == "model_call"]
+                    assert calls, "finish_turn said continue, and the model was not asked again"
     if scenario.next_turn_messages is not None and result.returned:
         transcript = result.transcript
         assert transcript is not None
