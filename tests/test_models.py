@@ -23,6 +23,7 @@ from trio_agent import Agent, Model, ModelCost, ModelCostTier, models
 from trio_agent._catalog import _data
 from trio_agent._cli._cost import money, usage_line
 from trio_agent.providers import anthropic, google, openai_chat, openai_responses
+from trio_agent.providers._common import KEY_VARIABLES
 from trio_agent.testing import ScriptedResponse, open_sse_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -416,36 +417,164 @@ def _entry(provider: str, api: str, id: str) -> dict[str, Any]:
     }
 
 
-def test_the_script_keeps_the_apis_trio_agent_speaks_under_its_names(tmp_path: Path) -> None:
-    tarball = tmp_path / "pi-ai.tgz"
-    with tarfile.open(tarball, "w:gz") as archive:
+_ENV_KEYS_JS = """\
+export const ANTHROPIC_AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN";
+export const ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY";
+function getApiKeyEnvVars(provider) {
+    if (provider === "github-copilot") {
+        return ["COPILOT_GITHUB_TOKEN"];
+    }
+    // ANTHROPIC_AUTH_TOKEN is sent as Authorization: Bearer.
+    if (provider === "anthropic") {
+        return [ANTHROPIC_AUTH_TOKEN_ENV, ANTHROPIC_API_KEY_ENV];
+    }
+    const envMap = {
+        "host": ["HOST_TEAM_API_KEY", "HOST_API_KEY"],
+        other: "OTHER_API_KEY",
+        "not-in-catalog": "ELSEWHERE_API_KEY",
+    };
+    const envVars = envMap[provider];
+    return typeof envVars === "string" ? [envVars] : envVars;
+}
+"""
+
+
+def _tarball(path: Path, data: dict[str, Any], env_keys: str = _ENV_KEYS_JS) -> Path:
+    """A pi-ai tarball of version 9.9.9 with one provider file, ``data``."""
+    with tarfile.open(path, "w:gz") as archive:
         _add(archive, "package/package.json", {"name": "@earendil-works/pi-ai", "version": "9.9.9"})
-        data = "package/dist/providers/data/"
-        _add(archive, data + ".manifest.json", {"files": {}})
-        _add(
-            archive,
-            data + "host.json",
-            {
-                "openai-completions": {"m": _entry("host", "openai-completions", "m")},
-                "bedrock-converse-stream": {"b": _entry("host", "bedrock-converse-stream", "b")},
-            },
-        )
-    output = tmp_path / "catalog.json"
-    assert _script().main(["--tarball", str(tarball), "--output", str(output)]) == 0
+        folder = "package/dist/providers/data/"
+        _add(archive, folder + ".manifest.json", {"files": {}})
+        _add(archive, folder + "host.json", data)
+        script = env_keys.encode()
+        info = tarfile.TarInfo("package/dist/env-api-keys.js")
+        info.size = len(script)
+        archive.addfile(info, io.BytesIO(script))
+    return path
+
+
+def _kept(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in ("id", "api", "provider", "type")}
+
+
+def _run(tmp_path: Path, tarball: Path, *more: str) -> tuple[int, Path, Path]:
+    output, keys = tmp_path / "catalog.json", tmp_path / "_key_variables.py"
+    code = _script().main(
+        ["--tarball", str(tarball), "--output", str(output), "--keys-output", str(keys), *more]
+    )
+    return code, output, keys
+
+
+def test_the_script_keeps_the_apis_trio_agent_speaks_under_its_names(tmp_path: Path) -> None:
+    """The 0.x layout: chat models keyed by id."""
+    tarball = _tarball(
+        tmp_path / "pi-ai.tgz",
+        {
+            "openai-completions": {"m": _entry("host", "openai-completions", "m")},
+            "bedrock-converse-stream": {"b": _entry("host", "bedrock-converse-stream", "b")},
+        },
+    )
+    code, output, _ = _run(tmp_path, tarball)
+    assert code == 0
     written = json.loads(output.read_text())
     assert written["source"] == "@earendil-works/pi-ai@9.9.9"
     assert written["models"] == {
-        "host": {
-            "openai-chat": {
-                "m": {
-                    k: v
-                    for k, v in _entry("host", "openai-completions", "m").items()
-                    if k not in ("id", "api", "provider")
-                }
-            }
-        }
+        "host": {"openai-chat": {"m": _kept(_entry("host", "openai-completions", "m"))}}
     }
     assert "\n" not in output.read_text().rstrip("\n")  # compact
+
+
+def test_the_script_reads_the_1x_layout_chat_models_only_with_their_new_fields(
+    tmp_path: Path,
+) -> None:
+    """From pi-ai 1.0 on: keys ``"<type>:<id>"``, image and classifier models beside the chat
+    models, and fields such as ``promptCache`` and ``inputLimits``, which are kept."""
+    chat = _entry("host", "anthropic-messages", "claude-x") | {
+        "type": "chat",
+        "promptCache": {"short": 300, "long": 3600},
+        "inputLimits": {"images": {"maxPerMessage": 20}},
+        "compat": {"supportsMidConvoSystemMessages": True},
+    }
+    image = _entry("host", "anthropic-messages", "painter") | {"type": "image"}
+    tarball = _tarball(
+        tmp_path / "pi-ai.tgz",
+        {"anthropic-messages": {"chat:claude-x": chat, "image:painter": image}},
+    )
+    code, output, _ = _run(tmp_path, tarball)
+    assert code == 0
+    kept = json.loads(output.read_text())["models"]["host"]["anthropic-messages"]
+    assert kept == {"claude-x": _kept(chat)}
+    assert kept["claude-x"]["promptCache"] == {"short": 300, "long": 3600}
+    assert "type" not in kept["claude-x"]
+
+
+@pytest.mark.parametrize("key", ["claude-x", "chat:claude-y", "image:claude-x"])
+def test_the_script_refuses_an_entry_filed_under_another_key(tmp_path: Path, key: str) -> None:
+    entry = _entry("host", "anthropic-messages", "claude-x") | {"type": "chat"}
+    tarball = _tarball(tmp_path / "pi-ai.tgz", {"anthropic-messages": {key: entry}})
+    with pytest.raises(SystemExit, match=f"anthropic-messages/{key} is filed under another key"):
+        _run(tmp_path, tarball)
+
+
+def test_the_script_writes_the_key_variables_of_the_catalogs_providers(tmp_path: Path) -> None:
+    """pi's table, read from its JavaScript: string constants, arrays in order, and the
+    providers answered by an ``if``; the tokens that are no keys left out, and the
+    providers the catalog does not hold."""
+    tarball = _tarball(
+        tmp_path / "pi-ai.tgz",
+        {
+            "openai-completions": {
+                "m": _entry("host", "openai-completions", "m"),
+                "o": _entry("other", "openai-completions", "o"),
+            },
+            "anthropic-messages": {"c": _entry("anthropic", "anthropic-messages", "c")},
+        },
+    )
+    code, _, keys = _run(tmp_path, tarball)
+    assert code == 0
+    namespace: dict[str, Any] = {}
+    exec(keys.read_text(), namespace)
+    assert namespace["KEY_VARIABLES"] == {
+        "anthropic": ("ANTHROPIC_API_KEY",),
+        "host": ("HOST_TEAM_API_KEY", "HOST_API_KEY"),
+        "other": ("OTHER_API_KEY",),
+    }
+    assert "@earendil-works/pi-ai@9.9.9" in namespace["__doc__"]
+
+
+def test_the_script_refuses_a_key_table_it_cannot_read(tmp_path: Path) -> None:
+    data = {"openai-completions": {"m": _entry("host", "openai-completions", "m")}}
+    changed = _ENV_KEYS_JS.replace('other: "OTHER_API_KEY"', "other: OTHER_VARIABLE")
+    tarball = _tarball(tmp_path / "a.tgz", data, changed)
+    with pytest.raises(SystemExit, match="OTHER_VARIABLE is no string constant"):
+        _run(tmp_path, tarball)
+    tarball = _tarball(tmp_path / "b.tgz", data, "function other() {}\n")
+    with pytest.raises(SystemExit, match=r"no function getApiKeyEnvVars\(provider\)"):
+        _run(tmp_path, tarball)
+
+
+def test_the_scripts_check_mode_tells_a_stale_file_and_writes_nothing(tmp_path: Path) -> None:
+    data = {"openai-completions": {"m": _entry("host", "openai-completions", "m")}}
+    tarball = _tarball(tmp_path / "pi-ai.tgz", data)
+    assert _run(tmp_path, tarball, "--check")[0] == 1  # no files yet
+    code, output, keys = _run(tmp_path, tarball)
+    assert code == 0
+    assert _run(tmp_path, tarball, "--check")[0] == 0
+    output.write_text(output.read_text().replace('"input":1', '"input":2'))
+    before = output.read_text()
+    assert _run(tmp_path, tarball, "--check")[0] == 1
+    assert output.read_text() == before
+    _run(tmp_path, tarball)
+    keys.write_text(keys.read_text() + "\n")
+    assert _run(tmp_path, tarball, "--check")[0] == 1
+
+
+def test_the_shipped_key_variables_were_made_with_the_shipped_catalog() -> None:
+    from trio_agent.providers import _key_variables
+
+    assert models.source() in (_key_variables.__doc__ or "")
+    assert set(KEY_VARIABLES) <= set(models.providers())
+    assert KEY_VARIABLES is _key_variables.KEY_VARIABLES
 
 
 # --- tiered prices -----------------------------------------------------------------------------

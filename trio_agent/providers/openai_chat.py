@@ -656,8 +656,8 @@ class OpenAIChat(HttpProvider):
         """The variable of the host's provider (``OPENAI_API_KEY`` for OpenAI,
         ``OPENROUTER_API_KEY`` for OpenRouter, ...); none for other servers, so that an
         OpenAI key is never sent to them."""
-        env = _ENV_KEYS.get(model.provider) or KEY_VARIABLES.get(model.provider)
-        return (env,) if env else ()
+        env = _ENV_KEYS.get(model.provider)
+        return (env,) if env else KEY_VARIABLES.get(model.provider, ())
 
     def needs_key(self, model: Model) -> bool:
         return bool(resolve_compat(model).requires_api_key)
