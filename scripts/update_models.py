@@ -152,7 +152,9 @@ def read_key_variables(text: str) -> dict[str, list[str]]:
     ``text`` of its ``env-api-keys.js``: the providers it answers with an ``if``, and
     its ``envMap`` (a value is a string or an array of strings; a name is one of the
     module's string constants)."""
-    constants = dict(re.findall(r'^(?:export )?const (\w+) = "([^"\\]*)";$', text, re.M))
+    constants: dict[str, str] = dict(
+        re.findall(r'^(?:export )?const (\w+) = "([^"\\]*)";$', text, re.M)
+    )
     body = re.search(r"^function getApiKeyEnvVars\(provider\) \{\n(.*?)^\}$", text, re.M | re.S)
     if body is None:
         raise SystemExit(f"{ENV_KEYS}: no function getApiKeyEnvVars(provider)")
