@@ -32,16 +32,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # --- the shipped data --------------------------------------------------------------------------
 
 
-def test_the_catalog_comes_from_pi_ai_0_85_1() -> None:
-    assert models.source() == "@earendil-works/pi-ai@0.85.1"
+def test_the_catalog_comes_from_pi_ai_1_6_0() -> None:
+    assert models.source() == "@earendil-works/pi-ai@1.6.0"
 
 
 def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks() -> None:
     counts: dict[tuple[str, str], int] = {}
     for model in models.list():
         counts[model.provider, model.api] = counts.get((model.provider, model.api), 0) + 1
-    assert len(models.list()) == 1140
-    assert len(models.providers()) == 34
+    assert len(models.list()) == 1343
+    assert len(models.providers()) == 37
     assert {api for _, api in counts} == {
         "anthropic-messages",
         "openai-chat",
@@ -49,18 +49,18 @@ def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks()
         "google-generative-ai",
     }
     expected = {
-        ("anthropic", "anthropic-messages"): 14,
-        ("openai", "openai-responses"): 39,
-        ("google", "google-generative-ai"): 22,
+        ("anthropic", "anthropic-messages"): 18,
+        ("openai", "openai-responses"): 47,
+        ("google", "google-generative-ai"): 26,
         ("groq", "openai-chat"): 7,
         ("cerebras", "openai-chat"): 2,
-        ("deepseek", "openai-chat"): 3,
-        ("xai", "openai-responses"): 3,
-        ("together", "openai-chat"): 21,
-        ("fireworks", "openai-chat"): 6,
-        ("fireworks", "anthropic-messages"): 14,
-        ("openrouter", "openai-chat"): 351,
-        ("openrouter", "anthropic-messages"): 15,
+        ("deepseek", "openai-chat"): 2,
+        ("xai", "openai-responses"): 4,
+        ("together", "openai-chat"): 16,
+        ("fireworks", "openai-chat"): 11,
+        ("fireworks", "anthropic-messages"): 16,
+        ("openrouter", "openai-chat"): 397,
+        ("openrouter", "anthropic-messages"): 20,
     }
     assert {key: counts.get(key) for key in expected} == expected
 
@@ -73,7 +73,7 @@ def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks()
             "claude-sonnet-4-5",
             "anthropic-messages",
             ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75),
-            1_000_000,
+            200_000,
             64_000,
             True,
             ("text", "image"),
@@ -110,13 +110,13 @@ def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks()
         ),
         (
             "deepseek",
-            "deepseek-v4-flash",
+            "deepseek-flash",
             "openai-chat",
-            ModelCost(input=0.14, output=0.28, cache_read=0.0028, cache_write=0),
+            ModelCost(input=0.3, output=1.2, cache_read=0.006, cache_write=0),
             1_000_000,
             384_000,
             True,
-            ("text",),
+            ("text", "image"),
         ),
     ],
 )
@@ -177,7 +177,7 @@ def test_every_entry_of_the_file_is_a_model_with_its_prices() -> None:
 
 
 def test_the_request_rules_are_kept_in_pis_spelling() -> None:
-    deepseek = models.find("deepseek", "deepseek-v4-flash")
+    deepseek = models.find("deepseek", "deepseek-flash")
     assert deepseek is not None
     assert deepseek.thinking_levels == {
         "minimal": None,
@@ -190,7 +190,11 @@ def test_the_request_rules_are_kept_in_pis_spelling() -> None:
     assert deepseek.compat_flags["maxTokensField"] == "max_tokens"
     opus = models.find("vercel-ai-gateway", "anthropic/claude-opus-4.7")
     assert opus is not None
-    assert opus.compat_flags == {"forceAdaptiveThinking": True, "supportsTemperature": False}
+    assert opus.compat_flags == {
+        "allowEmptySignature": True,
+        "forceAdaptiveThinking": True,
+        "supportsTemperature": False,
+    }
 
 
 def test_the_request_rules_are_read_only_all_the_way_down() -> None:
@@ -213,7 +217,7 @@ def test_list_filters_by_provider_and_api() -> None:
     assert [m.id for m in groq] == sorted(m.id for m in groq)
     assert {m.provider for m in groq} == {"groq"}
     fireworks = models.list(provider="fireworks", api="anthropic-messages")
-    assert len(fireworks) == 14
+    assert len(fireworks) == 16
     assert {m.api for m in fireworks} == {"anthropic-messages"}
     assert models.list(provider="no-such-provider") == []
     assert models.find("anthropic", "no-such-model") is None
@@ -243,7 +247,7 @@ def test_a_maker_fills_in_what_the_catalog_knows() -> None:
         base_url="https://api.anthropic.com",
         name="Claude Sonnet 4.5 (latest)",
         reasoning=True,
-        context_window=1_000_000,
+        context_window=200_000,
         max_tokens=64_000,
         input=("text", "image"),
         cost=ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75),
@@ -260,11 +264,11 @@ def test_an_explicit_argument_wins_over_the_catalog() -> None:
         "claude-sonnet-4-5", max_tokens=1000, reasoning=False, cost=ModelCost(input=1.0)
     )
     assert (claude.max_tokens, claude.reasoning, claude.cost) == (1000, False, ModelCost(input=1))
-    assert claude.context_window == 1_000_000  # what was not given still comes from the catalog
+    assert claude.context_window == 200_000  # what was not given still comes from the catalog
 
 
-def test_an_unknown_id_gets_the_makers_defaults() -> None:
-    assert anthropic.model("claude-next") == Model(
+def test_an_unknown_id_with_a_base_url_gets_the_makers_defaults() -> None:
+    assert anthropic.model("claude-next", base_url="https://api.anthropic.com") == Model(
         id="claude-next",
         api="anthropic-messages",
         provider="anthropic",
@@ -275,6 +279,80 @@ def test_an_unknown_id_gets_the_makers_defaults() -> None:
     )
     local = openai_chat.model("llama3.2", base_url="http://localhost:11434/v1")
     assert (local.provider, local.cost, local.context_window) == ("ollama", ModelCost(), 128_000)
+
+
+@pytest.mark.parametrize(
+    ("maker", "id", "provider", "told"),
+    [
+        # dropped by pi-ai 1.6.0: the nearest ids the provider still serves
+        (
+            anthropic.model,
+            "claude-3-opus",
+            None,
+            "anthropic serves no model 'claude-3-opus' over anthropic-messages in the model "
+            "catalog (@earendil-works/pi-ai@1.6.0); nearest known: claude-opus-5, "
+            "claude-opus-5-5, claude-opus-4-8, claude-opus-4-7, claude-opus-4-6. A model the "
+            "catalog does not list needs its base_url given",
+        ),
+        (
+            openai_chat.model,
+            "deepseek-v4-flash",
+            "deepseek",
+            "deepseek serves no model 'deepseek-v4-flash' over openai-chat in the model catalog "
+            "(@earendil-works/pi-ai@1.6.0); nearest known: deepseek-flash, deepseek-v4-pro. A "
+            "model the catalog does not list needs its base_url given",
+        ),
+        (
+            openai_responses.model,
+            "gpt-5.2-chat-latest",
+            None,
+            "openai serves no model 'gpt-5.2-chat-latest' over openai-responses in the model "
+            "catalog (@earendil-works/pi-ai@1.6.0); nearest known: gpt-5-chat-latest, "
+            "chat-latest, gpt-6.2-astra, gpt-5.6-luna, gpt-daybreak-red-latest. A model the "
+            "catalog does not list needs its base_url given",
+        ),
+        (
+            google.model,
+            "zzz",
+            None,
+            "google serves no model 'zzz' over google-generative-ai in the model catalog "
+            "(@earendil-works/pi-ai@1.6.0); `trio-agent models --provider google` lists its "
+            "models. A model the catalog does not list needs its base_url given",
+        ),
+    ],
+    ids=["anthropic", "openai_chat", "openai_responses", "google"],
+)
+def test_an_id_its_catalog_provider_does_not_list_is_an_error_naming_the_nearest(
+    maker: Any, id: str, provider: str | None, told: str
+) -> None:
+    """Not a model at the provider's URL with made-up limits and no prices: the id, the
+    provider, the API and the ids it might have meant."""
+    with pytest.raises(models.UnknownModelError) as caught:
+        maker(id, provider=provider)
+    assert str(caught.value) == told
+    assert isinstance(caught.value, LookupError)
+    assert caught.value.id == id
+    assert caught.value.nearest == tuple(
+        told.partition("nearest known: ")[2].partition(". ")[0].split(", ")
+        if "nearest" in told
+        else ()
+    )
+    assert maker(id, provider=provider, base_url="https://llm.example.com/v1").id == id
+    assert models.find(provider or caught.value.provider, id) is None  # find: None, as ever
+
+
+def test_an_unknown_ids_error_shows_a_long_id_cut_and_pickles() -> None:
+    with pytest.raises(models.UnknownModelError) as caught:
+        anthropic.model("x" * 10_000)
+    message = str(caught.value)
+    assert f"'{'x' * 200}...'" in message
+    assert len(message) < 600
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (str(again), again.provider, again.api) == (
+        message,
+        "anthropic",
+        "anthropic-messages",
+    )
 
 
 @pytest.mark.parametrize(
@@ -322,8 +400,8 @@ def test_openai_chat_finds_the_provider_by_url_and_the_url_by_provider() -> None
     by_provider = openai_chat.model("llama-3.3-70b-versatile", provider="groq")
     assert by_url == by_provider
     assert (by_url.provider, by_url.cost.input) == ("groq", 0.59)
-    new = openai_chat.model("brand-new", provider="groq")
-    assert (new.base_url, new.cost) == ("https://api.groq.com/openai/v1", ModelCost())
+    with pytest.raises(models.UnknownModelError, match=r"^groq serves no model 'brand-new' "):
+        openai_chat.model("brand-new", provider="groq")
 
 
 def test_every_maker_finds_the_provider_by_url() -> None:
@@ -334,7 +412,8 @@ def test_every_maker_finds_the_provider_by_url() -> None:
     grok = openai_responses.model("grok-4.3", base_url="https://api.x.ai/v1")
     assert (grok.provider, grok.cost.input > 0) == ("xai", True)
     assert anthropic.model("x", base_url="http://127.0.0.1:9").provider == "anthropic"
-    assert google.model("x").provider == "google"
+    with pytest.raises(models.UnknownModelError, match=r"^google serves no model 'x' "):
+        google.model("x")
 
 
 # --- what a run cost ---------------------------------------------------------------------------
@@ -594,7 +673,7 @@ def test_the_catalogs_tiered_prices_are_kept() -> None:
         ),
     )
     tiered = [model for model in models.list() if model.cost.tiers]
-    assert len(tiered) == 18
+    assert len(tiered) == 226
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         gpt.cost.tiers[0].input = 0  # type: ignore[misc]  # refused: frozen
 

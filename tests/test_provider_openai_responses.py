@@ -681,7 +681,7 @@ async def test_without_a_level_temperature_is_sent_and_reasoning_is_off(clock: A
         ("gpt-5.4", "minimal", "low"),  # minimal: None, the nearest offered above
         ("gpt-5.4", "xhigh", "xhigh"),  # mapped: sent as it is
         ("gpt-5-pro", "low", "high"),  # only high is offered
-        ("gpt-5.2-chat-latest", "high", "xhigh"),  # high: None, the nearest above
+        ("gpt-5.5-pro", "low", "medium"),  # low: None, the nearest above
         ("o3", "xhigh", "high"),  # not offered: the nearest below
     ],
 )
