@@ -4,14 +4,16 @@ pi-ai publishes a generated catalog of the models of each provider: wire API,
 base URL, whether the model reasons, what input it takes, its context window
 and output limit, its prices per million tokens, and the rules a request to it
 must follow (``thinkingLevelMap``, ``compat``). ``_catalog.json`` holds the
-part of it trio_agent can use: the models served over the four APIs it speaks
-(``anthropic-messages``, ``openai-chat`` — pi's ``openai-completions`` —,
-``openai-responses``, ``google-generative-ai``), of every provider that
-serves one. ``scripts/update_models.py`` regenerates it from a pi-ai release.
+part of it trio_agent can use: the chat models served over the four APIs it
+speaks (``anthropic-messages``, ``openai-chat`` — pi's ``openai-completions``
+—, ``openai-responses``, ``google-generative-ai``), of every provider that
+serves one, with pi's other fields as pi writes them (``promptCache``,
+``inputLimits``). ``scripts/update_models.py`` regenerates it from a pi-ai
+release (the shipped file is pi-ai 1.6.0's).
 
 The file is read, once, on the first lookup, not on import: most programs
-that import trio_agent never look a model up, and parsing 400 kB of JSON
-would cost each of them a few milliseconds.
+that import trio_agent never look a model up, and parsing 670 kB of JSON
+would cost each of them several milliseconds.
 
 An entry is found by provider label and model id; the same id is often
 served by several providers (``claude-sonnet-4-5`` by Anthropic, OpenRouter,
@@ -68,7 +70,7 @@ def _models() -> Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]]:
 
 
 def source() -> str:
-    """The pi-ai release the catalog was made from (``"@earendil-works/pi-ai@0.85.1"``)."""
+    """The pi-ai release the catalog was made from (``"@earendil-works/pi-ai@1.6.0"``)."""
     return str(_data()["source"])
 
 
