@@ -36,6 +36,13 @@ def test_the_catalog_comes_from_pi_ai_1_6_0() -> None:
     assert models.source() == "@earendil-works/pi-ai@1.6.0"
 
 
+def test_the_catalog_keeps_pis_other_fields_as_pi_writes_them() -> None:
+    """README: ``promptCache`` and ``inputLimits`` are kept, unused."""
+    sonnet = _data()["models"]["anthropic"]["anthropic-messages"]["claude-sonnet-4-5"]
+    assert sonnet["promptCache"] == {"short": 300, "long": 3600}
+    assert sonnet["inputLimits"]["images"]["maxPerRequest"] == 100
+
+
 def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks() -> None:
     counts: dict[tuple[str, str], int] = {}
     for model in models.list():
