@@ -30,7 +30,7 @@ from tests._providers import fixture
 from tests.test_provider_matrix import APIS, KEY, OWN_SERVERS, Api, event_end
 from trio_agent import AssistantMessage, Budget, ModelCost, ToolResultMessage, UserMessage
 from trio_agent import models as catalog
-from trio_agent._cli import SessionError, _budget, _parser, _save, main, parse_model
+from trio_agent._cli import SessionError, UsageError, _budget, _parser, _save, main, parse_model
 from trio_agent._cli._files import file_tools
 from trio_agent._cli._term import Terminal
 from trio_agent.testing import ScriptedResponse, check_transcript, open_sse_server, sse_body
@@ -584,7 +584,13 @@ async def test_api_key_env_naming_no_key_is_one_line(
 ) -> None:
     env = environment() if value is None else environment(WORK_KEY=value)
     result = await cli(
-        [*command, "--model", "anthropic-messages:claude", "--api-key-env", "WORK_KEY"],
+        [
+            *command,
+            "--model",
+            "anthropic-messages:claude-sonnet-4-5",
+            "--api-key-env",
+            "WORK_KEY",
+        ],
         env=env,
         cwd=tmp_path,
     )
@@ -880,7 +886,7 @@ def test_a_session_that_does_not_load_is_one_line_and_exit_1(
         session.mkdir()
     else:
         session.write_text(content)
-    result = run_main(["run", "hi", "--model", "openai:x", "--session", str(session)])
+    result = run_main(["run", "hi", "--model", "openai:gpt-4.1", "--session", str(session)])
     assert result.code == 1, result
     (line,) = result.err.splitlines()
     assert line.startswith(f"error: cannot resume {str(session)!r}: {reason}")
@@ -1012,7 +1018,7 @@ def test_models_in_json_is_one_object_a_line() -> None:
     result = run_main(["models", "--api", "anthropic", "--provider", "anthropic", "--json"])
     assert result.code == 0, result
     models = [json.loads(line) for line in result.out.splitlines()]
-    assert len(models) == 14
+    assert len(models) == 18
     (sonnet,) = [m for m in models if m["id"] == "claude-sonnet-4-5"]
     assert sonnet["cost"] == {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
     assert (sonnet["api"], sonnet["baseUrl"]) == ("anthropic-messages", "https://api.anthropic.com")
@@ -1094,35 +1100,56 @@ def test_provider_picks_the_catalog_providers_model_url_and_prices() -> None:
         0.59,
         0.79,
     )
-    k3 = parse_model("anthropic:k3", None, "off", "kimi-coding")
-    assert (k3.provider, k3.base_url, k3.reasoning) == (
-        "kimi-coding",
-        catalog.find("kimi-coding", "k3").base_url,  # type: ignore[union-attr]  # a known model
+    m3 = parse_model("anthropic:MiniMax-M3", None, "off", "minimax")
+    assert (m3.provider, m3.base_url, m3.reasoning) == (
+        "minimax",
+        catalog.find("minimax", "MiniMax-M3").base_url,  # type: ignore[union-attr]  # a known model
         True,
     )
-    # an id the provider does not list: its URL, the maker's defaults
-    other = parse_model("openai-chat:new-model", None, "off", "groq")
+
+
+def test_a_model_the_provider_does_not_list_is_a_usage_error_with_the_nearest_ids() -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_model("openai-chat:llama-3.3-70b", None, "off", "groq")
+    assert str(caught.value) == (
+        "--model 'openai-chat:llama-3.3-70b': groq serves no model 'llama-3.3-70b' over "
+        "openai-chat in the model catalog (@earendil-works/pi-ai@1.6.0); nearest known: "
+        "llama-3.3-70b-versatile, llama-3.1-8b-instant. For a model the catalog does not "
+        "list, give --base-url"
+    )
+    # the API's own provider, without --provider; a model 1.6.0 dropped
+    result = run_main(["run", "hi", "--model", "anthropic:claude-3-opus"])
+    assert result.code == 2, result
+    assert result.err.splitlines()[-1] == (
+        "trio-agent run: error: --model 'anthropic:claude-3-opus': anthropic serves no model "
+        "'claude-3-opus' over anthropic-messages in the model catalog "
+        "(@earendil-works/pi-ai@1.6.0); nearest known: claude-opus-5, claude-opus-5-5, "
+        "claude-opus-4-8, claude-opus-4-7, claude-opus-4-6. For a model the catalog does not "
+        "list, give --base-url"
+    )
+    # another server: the model is described by the maker's defaults
+    other = parse_model("openai-chat:new-model", "http://localhost:8000/v1", "off", "groq")
     assert (other.provider, other.base_url, other.cost) == (
         "groq",
-        "https://api.groq.com/openai/v1",
+        "http://localhost:8000/v1",
         ModelCost(),
     )
 
 
 def test_provider_without_its_key_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KIMI_API_KEY", raising=False)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-kimis")
-    result = run_main(["run", "hi", "--model", "anthropic:k3", "--provider", "kimi-coding"])
+    monkeypatch.delenv("MINIMAX_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "not-minimaxs")
+    result = run_main(["run", "hi", "--model", "anthropic:MiniMax-M3", "--provider", "minimax"])
     assert result.code == 1, result
     assert result.err.splitlines() == [
-        "error: no API key for kimi-coding: set KIMI_API_KEY, "
+        "error: no API key for minimax: set MINIMAX_API_KEY, "
         "or name the variable that holds it with --api-key-env NAME"
     ]
 
 
 async def test_provider_reads_the_key_of_its_variable(tmp_path: Path) -> None:
-    # Kimi's models speak the Anthropic API, whose provider reads ANTHROPIC_API_KEY:
-    # --provider kimi-coding reads KIMI_API_KEY instead, sent only to Kimi's server
+    # MiniMax's models speak the Anthropic API, whose provider reads ANTHROPIC_API_KEY:
+    # --provider minimax reads MINIMAX_API_KEY instead, sent only to MiniMax's server
     # (tests/test_providers.py sees it sent there), so not to this one.
     (api,) = [a for a in APIS if a.name == "anthropic"]
     async with open_sse_server(answer(api)) as server:
@@ -1131,19 +1158,19 @@ async def test_provider_reads_the_key_of_its_variable(tmp_path: Path) -> None:
                 "run",
                 "hi",
                 "--model",
-                "anthropic-messages:k3",
+                "anthropic-messages:MiniMax-M3",
                 "--provider",
-                "kimi-coding",
+                "minimax",
                 "--base-url",
                 server.url,
             ],
-            env=environment(KIMI_API_KEY=KEY, ANTHROPIC_API_KEY="not-kimis"),
+            env=environment(MINIMAX_API_KEY=KEY, ANTHROPIC_API_KEY="not-minimaxs"),
             cwd=tmp_path,
         )
     assert result.code == 1, result
     assert result.err.splitlines() == [
-        f"error: no API key for kimi-coding at {server.url}: KIMI_API_KEY is sent only to "
-        "https://api.kimi.com; for this server, "
+        f"error: no API key for minimax at {server.url}: MINIMAX_API_KEY is sent only to "
+        "https://api.minimax.io; for this server, "
         "name the variable that holds it with --api-key-env NAME"
     ]
     assert server.requests == []

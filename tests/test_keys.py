@@ -176,10 +176,14 @@ async def test_another_providers_label_reads_its_variable_and_sends_it_to_no_oth
 
 
 def test_every_catalog_providers_key_may_go_to_its_own_servers() -> None:
-    """A model of the catalog, at the catalog's URL, is sent its provider's key."""
+    """A model of the catalog, at the catalog's URL, is sent its provider's key (but for
+    Azure's, whose URL is each user's own resource: none is sent there unless given)."""
+    no_host = {(m.provider, m.id) for m in models.list() if server_of(m.base_url) is None}
+    assert no_host == {("azure", "deepseek-v4-pro")}
     for model in models.list():
-        variable = KEY_VARIABLES.get(model.provider)
-        if variable is not None:
+        if (model.provider, model.id) in no_host:
+            continue
+        for variable in KEY_VARIABLES.get(model.provider, ()):
             assert server_of(model.base_url) in key_servers(variable), (model.provider, model.id)
 
 
@@ -204,3 +208,28 @@ def test_a_model_the_catalog_does_not_know_is_sent_no_catalog_key(
     provider = openai_chat.OpenAIChat()
     model = Model(id="m", api="openai-chat", provider="acme", base_url="https://api.openai.com/v1")
     assert provider.api_key(model, options(api_key=None)) is None
+
+
+async def test_a_provider_with_two_key_variables_reads_them_in_pis_order(
+    clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pi-ai 1.6.0's Qwen Token Plan: the plan's own variable first, then the region's
+    one both plans used to share; each sent only to the plan's server."""
+    assert KEY_VARIABLES["qwen-token-plan"] == (
+        "QWEN_TOKEN_PLAN_TEAM_API_KEY",
+        "QWEN_TOKEN_PLAN_API_KEY",
+    )
+    model = openai_chat.model("qwen3.7-plus", provider="qwen-token-plan")
+    monkeypatch.delenv("QWEN_TOKEN_PLAN_TEAM_API_KEY", raising=False)
+    monkeypatch.setenv("QWEN_TOKEN_PLAN_API_KEY", "shared-key")
+    body = ScriptedResponse(body=APIS[0].body)
+    async with open_sse_server(body, body) as server, as_if_at(server.url) as client:
+        chat = openai_chat.OpenAIChat(client)
+        await call(chat.stream, model, opts=options(api_key=None))
+        monkeypatch.setenv("QWEN_TOKEN_PLAN_TEAM_API_KEY", "team-key")
+        await call(chat.stream, model, opts=options(api_key=None))
+    sent = [request.headers["authorization"] for request in server.requests]
+    assert sent == ["Bearer shared-key", "Bearer team-key"]
+    assert {request.headers["host"] for request in server.requests} == {
+        server_of(model.base_url)[1]  # type: ignore[index]  # a catalog URL names a host
+    }

@@ -23,6 +23,7 @@ from trio_agent import Agent, Model, ModelCost, ModelCostTier, models
 from trio_agent._catalog import _data
 from trio_agent._cli._cost import money, usage_line
 from trio_agent.providers import anthropic, google, openai_chat, openai_responses
+from trio_agent.providers._common import KEY_VARIABLES
 from trio_agent.testing import ScriptedResponse, open_sse_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,16 +32,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # --- the shipped data --------------------------------------------------------------------------
 
 
-def test_the_catalog_comes_from_pi_ai_0_85_1() -> None:
-    assert models.source() == "@earendil-works/pi-ai@0.85.1"
+def test_the_catalog_comes_from_pi_ai_1_6_0() -> None:
+    assert models.source() == "@earendil-works/pi-ai@1.6.0"
+
+
+def test_the_catalog_keeps_pis_other_fields_as_pi_writes_them() -> None:
+    """README: ``promptCache`` and ``inputLimits`` are kept, unused."""
+    sonnet = _data()["models"]["anthropic"]["anthropic-messages"]["claude-sonnet-4-5"]
+    assert sonnet["promptCache"] == {"short": 300, "long": 3600}
+    assert sonnet["inputLimits"]["images"]["maxPerRequest"] == 100
 
 
 def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks() -> None:
     counts: dict[tuple[str, str], int] = {}
     for model in models.list():
         counts[model.provider, model.api] = counts.get((model.provider, model.api), 0) + 1
-    assert len(models.list()) == 1140
-    assert len(models.providers()) == 34
+    assert len(models.list()) == 1343
+    assert len(models.providers()) == 37
     assert {api for _, api in counts} == {
         "anthropic-messages",
         "openai-chat",
@@ -48,18 +56,18 @@ def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks()
         "google-generative-ai",
     }
     expected = {
-        ("anthropic", "anthropic-messages"): 14,
-        ("openai", "openai-responses"): 39,
-        ("google", "google-generative-ai"): 22,
+        ("anthropic", "anthropic-messages"): 18,
+        ("openai", "openai-responses"): 47,
+        ("google", "google-generative-ai"): 26,
         ("groq", "openai-chat"): 7,
         ("cerebras", "openai-chat"): 2,
-        ("deepseek", "openai-chat"): 3,
-        ("xai", "openai-responses"): 3,
-        ("together", "openai-chat"): 21,
-        ("fireworks", "openai-chat"): 6,
-        ("fireworks", "anthropic-messages"): 14,
-        ("openrouter", "openai-chat"): 351,
-        ("openrouter", "anthropic-messages"): 15,
+        ("deepseek", "openai-chat"): 2,
+        ("xai", "openai-responses"): 4,
+        ("together", "openai-chat"): 16,
+        ("fireworks", "openai-chat"): 11,
+        ("fireworks", "anthropic-messages"): 16,
+        ("openrouter", "openai-chat"): 397,
+        ("openrouter", "anthropic-messages"): 20,
     }
     assert {key: counts.get(key) for key in expected} == expected
 
@@ -72,7 +80,7 @@ def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks()
             "claude-sonnet-4-5",
             "anthropic-messages",
             ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75),
-            1_000_000,
+            200_000,
             64_000,
             True,
             ("text", "image"),
@@ -109,13 +117,13 @@ def test_the_catalog_holds_every_model_of_pi_ai_for_the_apis_trio_agent_speaks()
         ),
         (
             "deepseek",
-            "deepseek-v4-flash",
+            "deepseek-flash",
             "openai-chat",
-            ModelCost(input=0.14, output=0.28, cache_read=0.0028, cache_write=0),
+            ModelCost(input=0.3, output=1.2, cache_read=0.006, cache_write=0),
             1_000_000,
             384_000,
             True,
-            ("text",),
+            ("text", "image"),
         ),
     ],
 )
@@ -176,7 +184,7 @@ def test_every_entry_of_the_file_is_a_model_with_its_prices() -> None:
 
 
 def test_the_request_rules_are_kept_in_pis_spelling() -> None:
-    deepseek = models.find("deepseek", "deepseek-v4-flash")
+    deepseek = models.find("deepseek", "deepseek-flash")
     assert deepseek is not None
     assert deepseek.thinking_levels == {
         "minimal": None,
@@ -189,7 +197,11 @@ def test_the_request_rules_are_kept_in_pis_spelling() -> None:
     assert deepseek.compat_flags["maxTokensField"] == "max_tokens"
     opus = models.find("vercel-ai-gateway", "anthropic/claude-opus-4.7")
     assert opus is not None
-    assert opus.compat_flags == {"forceAdaptiveThinking": True, "supportsTemperature": False}
+    assert opus.compat_flags == {
+        "allowEmptySignature": True,
+        "forceAdaptiveThinking": True,
+        "supportsTemperature": False,
+    }
 
 
 def test_the_request_rules_are_read_only_all_the_way_down() -> None:
@@ -212,7 +224,7 @@ def test_list_filters_by_provider_and_api() -> None:
     assert [m.id for m in groq] == sorted(m.id for m in groq)
     assert {m.provider for m in groq} == {"groq"}
     fireworks = models.list(provider="fireworks", api="anthropic-messages")
-    assert len(fireworks) == 14
+    assert len(fireworks) == 16
     assert {m.api for m in fireworks} == {"anthropic-messages"}
     assert models.list(provider="no-such-provider") == []
     assert models.find("anthropic", "no-such-model") is None
@@ -242,7 +254,7 @@ def test_a_maker_fills_in_what_the_catalog_knows() -> None:
         base_url="https://api.anthropic.com",
         name="Claude Sonnet 4.5 (latest)",
         reasoning=True,
-        context_window=1_000_000,
+        context_window=200_000,
         max_tokens=64_000,
         input=("text", "image"),
         cost=ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75),
@@ -259,11 +271,11 @@ def test_an_explicit_argument_wins_over_the_catalog() -> None:
         "claude-sonnet-4-5", max_tokens=1000, reasoning=False, cost=ModelCost(input=1.0)
     )
     assert (claude.max_tokens, claude.reasoning, claude.cost) == (1000, False, ModelCost(input=1))
-    assert claude.context_window == 1_000_000  # what was not given still comes from the catalog
+    assert claude.context_window == 200_000  # what was not given still comes from the catalog
 
 
-def test_an_unknown_id_gets_the_makers_defaults() -> None:
-    assert anthropic.model("claude-next") == Model(
+def test_an_unknown_id_with_a_base_url_gets_the_makers_defaults() -> None:
+    assert anthropic.model("claude-next", base_url="https://api.anthropic.com") == Model(
         id="claude-next",
         api="anthropic-messages",
         provider="anthropic",
@@ -274,6 +286,80 @@ def test_an_unknown_id_gets_the_makers_defaults() -> None:
     )
     local = openai_chat.model("llama3.2", base_url="http://localhost:11434/v1")
     assert (local.provider, local.cost, local.context_window) == ("ollama", ModelCost(), 128_000)
+
+
+@pytest.mark.parametrize(
+    ("maker", "id", "provider", "told"),
+    [
+        # dropped by pi-ai 1.6.0: the nearest ids the provider still serves
+        (
+            anthropic.model,
+            "claude-3-opus",
+            None,
+            "anthropic serves no model 'claude-3-opus' over anthropic-messages in the model "
+            "catalog (@earendil-works/pi-ai@1.6.0); nearest known: claude-opus-5, "
+            "claude-opus-5-5, claude-opus-4-8, claude-opus-4-7, claude-opus-4-6. A model the "
+            "catalog does not list needs its base_url given",
+        ),
+        (
+            openai_chat.model,
+            "deepseek-v4-flash",
+            "deepseek",
+            "deepseek serves no model 'deepseek-v4-flash' over openai-chat in the model catalog "
+            "(@earendil-works/pi-ai@1.6.0); nearest known: deepseek-flash, deepseek-v4-pro. A "
+            "model the catalog does not list needs its base_url given",
+        ),
+        (
+            openai_responses.model,
+            "gpt-5.2-chat-latest",
+            None,
+            "openai serves no model 'gpt-5.2-chat-latest' over openai-responses in the model "
+            "catalog (@earendil-works/pi-ai@1.6.0); nearest known: gpt-5-chat-latest, "
+            "chat-latest, gpt-6.2-astra, gpt-5.6-luna, gpt-daybreak-red-latest. A model the "
+            "catalog does not list needs its base_url given",
+        ),
+        (
+            google.model,
+            "zzz",
+            None,
+            "google serves no model 'zzz' over google-generative-ai in the model catalog "
+            "(@earendil-works/pi-ai@1.6.0); `trio-agent models --provider google` lists its "
+            "models. A model the catalog does not list needs its base_url given",
+        ),
+    ],
+    ids=["anthropic", "openai_chat", "openai_responses", "google"],
+)
+def test_an_id_its_catalog_provider_does_not_list_is_an_error_naming_the_nearest(
+    maker: Any, id: str, provider: str | None, told: str
+) -> None:
+    """Not a model at the provider's URL with made-up limits and no prices: the id, the
+    provider, the API and the ids it might have meant."""
+    with pytest.raises(models.UnknownModelError) as caught:
+        maker(id, provider=provider)
+    assert str(caught.value) == told
+    assert isinstance(caught.value, LookupError)
+    assert caught.value.id == id
+    assert caught.value.nearest == tuple(
+        told.partition("nearest known: ")[2].partition(". ")[0].split(", ")
+        if "nearest" in told
+        else ()
+    )
+    assert maker(id, provider=provider, base_url="https://llm.example.com/v1").id == id
+    assert models.find(provider or caught.value.provider, id) is None  # find: None, as ever
+
+
+def test_an_unknown_ids_error_shows_a_long_id_cut_and_pickles() -> None:
+    with pytest.raises(models.UnknownModelError) as caught:
+        anthropic.model("x" * 10_000)
+    message = str(caught.value)
+    assert f"'{'x' * 200}...'" in message
+    assert len(message) < 600
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (str(again), again.provider, again.api) == (
+        message,
+        "anthropic",
+        "anthropic-messages",
+    )
 
 
 @pytest.mark.parametrize(
@@ -321,8 +407,8 @@ def test_openai_chat_finds_the_provider_by_url_and_the_url_by_provider() -> None
     by_provider = openai_chat.model("llama-3.3-70b-versatile", provider="groq")
     assert by_url == by_provider
     assert (by_url.provider, by_url.cost.input) == ("groq", 0.59)
-    new = openai_chat.model("brand-new", provider="groq")
-    assert (new.base_url, new.cost) == ("https://api.groq.com/openai/v1", ModelCost())
+    with pytest.raises(models.UnknownModelError, match=r"^groq serves no model 'brand-new' "):
+        openai_chat.model("brand-new", provider="groq")
 
 
 def test_every_maker_finds_the_provider_by_url() -> None:
@@ -333,7 +419,8 @@ def test_every_maker_finds_the_provider_by_url() -> None:
     grok = openai_responses.model("grok-4.3", base_url="https://api.x.ai/v1")
     assert (grok.provider, grok.cost.input > 0) == ("xai", True)
     assert anthropic.model("x", base_url="http://127.0.0.1:9").provider == "anthropic"
-    assert google.model("x").provider == "google"
+    with pytest.raises(models.UnknownModelError, match=r"^google serves no model 'x' "):
+        google.model("x")
 
 
 # --- what a run cost ---------------------------------------------------------------------------
@@ -416,36 +503,164 @@ def _entry(provider: str, api: str, id: str) -> dict[str, Any]:
     }
 
 
-def test_the_script_keeps_the_apis_trio_agent_speaks_under_its_names(tmp_path: Path) -> None:
-    tarball = tmp_path / "pi-ai.tgz"
-    with tarfile.open(tarball, "w:gz") as archive:
+_ENV_KEYS_JS = """\
+export const ANTHROPIC_AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN";
+export const ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY";
+function getApiKeyEnvVars(provider) {
+    if (provider === "github-copilot") {
+        return ["COPILOT_GITHUB_TOKEN"];
+    }
+    // ANTHROPIC_AUTH_TOKEN is sent as Authorization: Bearer.
+    if (provider === "anthropic") {
+        return [ANTHROPIC_AUTH_TOKEN_ENV, ANTHROPIC_API_KEY_ENV];
+    }
+    const envMap = {
+        "host": ["HOST_TEAM_API_KEY", "HOST_API_KEY"],
+        other: "OTHER_API_KEY",
+        "not-in-catalog": "ELSEWHERE_API_KEY",
+    };
+    const envVars = envMap[provider];
+    return typeof envVars === "string" ? [envVars] : envVars;
+}
+"""
+
+
+def _tarball(path: Path, data: dict[str, Any], env_keys: str = _ENV_KEYS_JS) -> Path:
+    """A pi-ai tarball of version 9.9.9 with one provider file, ``data``."""
+    with tarfile.open(path, "w:gz") as archive:
         _add(archive, "package/package.json", {"name": "@earendil-works/pi-ai", "version": "9.9.9"})
-        data = "package/dist/providers/data/"
-        _add(archive, data + ".manifest.json", {"files": {}})
-        _add(
-            archive,
-            data + "host.json",
-            {
-                "openai-completions": {"m": _entry("host", "openai-completions", "m")},
-                "bedrock-converse-stream": {"b": _entry("host", "bedrock-converse-stream", "b")},
-            },
-        )
-    output = tmp_path / "catalog.json"
-    assert _script().main(["--tarball", str(tarball), "--output", str(output)]) == 0
+        folder = "package/dist/providers/data/"
+        _add(archive, folder + ".manifest.json", {"files": {}})
+        _add(archive, folder + "host.json", data)
+        script = env_keys.encode()
+        info = tarfile.TarInfo("package/dist/env-api-keys.js")
+        info.size = len(script)
+        archive.addfile(info, io.BytesIO(script))
+    return path
+
+
+def _kept(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in ("id", "api", "provider", "type")}
+
+
+def _run(tmp_path: Path, tarball: Path, *more: str) -> tuple[int, Path, Path]:
+    output, keys = tmp_path / "catalog.json", tmp_path / "_key_variables.py"
+    code = _script().main(
+        ["--tarball", str(tarball), "--output", str(output), "--keys-output", str(keys), *more]
+    )
+    return code, output, keys
+
+
+def test_the_script_keeps_the_apis_trio_agent_speaks_under_its_names(tmp_path: Path) -> None:
+    """The 0.x layout: chat models keyed by id."""
+    tarball = _tarball(
+        tmp_path / "pi-ai.tgz",
+        {
+            "openai-completions": {"m": _entry("host", "openai-completions", "m")},
+            "bedrock-converse-stream": {"b": _entry("host", "bedrock-converse-stream", "b")},
+        },
+    )
+    code, output, _ = _run(tmp_path, tarball)
+    assert code == 0
     written = json.loads(output.read_text())
     assert written["source"] == "@earendil-works/pi-ai@9.9.9"
     assert written["models"] == {
-        "host": {
-            "openai-chat": {
-                "m": {
-                    k: v
-                    for k, v in _entry("host", "openai-completions", "m").items()
-                    if k not in ("id", "api", "provider")
-                }
-            }
-        }
+        "host": {"openai-chat": {"m": _kept(_entry("host", "openai-completions", "m"))}}
     }
     assert "\n" not in output.read_text().rstrip("\n")  # compact
+
+
+def test_the_script_reads_the_1x_layout_chat_models_only_with_their_new_fields(
+    tmp_path: Path,
+) -> None:
+    """From pi-ai 1.0 on: keys ``"<type>:<id>"``, image and classifier models beside the chat
+    models, and fields such as ``promptCache`` and ``inputLimits``, which are kept."""
+    chat = _entry("host", "anthropic-messages", "claude-x") | {
+        "type": "chat",
+        "promptCache": {"short": 300, "long": 3600},
+        "inputLimits": {"images": {"maxPerMessage": 20}},
+        "compat": {"supportsMidConvoSystemMessages": True},
+    }
+    image = _entry("host", "anthropic-messages", "painter") | {"type": "image"}
+    tarball = _tarball(
+        tmp_path / "pi-ai.tgz",
+        {"anthropic-messages": {"chat:claude-x": chat, "image:painter": image}},
+    )
+    code, output, _ = _run(tmp_path, tarball)
+    assert code == 0
+    kept = json.loads(output.read_text())["models"]["host"]["anthropic-messages"]
+    assert kept == {"claude-x": _kept(chat)}
+    assert kept["claude-x"]["promptCache"] == {"short": 300, "long": 3600}
+    assert "type" not in kept["claude-x"]
+
+
+@pytest.mark.parametrize("key", ["claude-x", "chat:claude-y", "image:claude-x"])
+def test_the_script_refuses_an_entry_filed_under_another_key(tmp_path: Path, key: str) -> None:
+    entry = _entry("host", "anthropic-messages", "claude-x") | {"type": "chat"}
+    tarball = _tarball(tmp_path / "pi-ai.tgz", {"anthropic-messages": {key: entry}})
+    with pytest.raises(SystemExit, match=f"anthropic-messages/{key} is filed under another key"):
+        _run(tmp_path, tarball)
+
+
+def test_the_script_writes_the_key_variables_of_the_catalogs_providers(tmp_path: Path) -> None:
+    """pi's table, read from its JavaScript: string constants, arrays in order, and the
+    providers answered by an ``if``; the tokens that are no keys left out, and the
+    providers the catalog does not hold."""
+    tarball = _tarball(
+        tmp_path / "pi-ai.tgz",
+        {
+            "openai-completions": {
+                "m": _entry("host", "openai-completions", "m"),
+                "o": _entry("other", "openai-completions", "o"),
+            },
+            "anthropic-messages": {"c": _entry("anthropic", "anthropic-messages", "c")},
+        },
+    )
+    code, _, keys = _run(tmp_path, tarball)
+    assert code == 0
+    namespace: dict[str, Any] = {}
+    exec(keys.read_text(), namespace)
+    assert namespace["KEY_VARIABLES"] == {
+        "anthropic": ("ANTHROPIC_API_KEY",),
+        "host": ("HOST_TEAM_API_KEY", "HOST_API_KEY"),
+        "other": ("OTHER_API_KEY",),
+    }
+    assert "@earendil-works/pi-ai@9.9.9" in namespace["__doc__"]
+
+
+def test_the_script_refuses_a_key_table_it_cannot_read(tmp_path: Path) -> None:
+    data = {"openai-completions": {"m": _entry("host", "openai-completions", "m")}}
+    changed = _ENV_KEYS_JS.replace('other: "OTHER_API_KEY"', "other: OTHER_VARIABLE")
+    tarball = _tarball(tmp_path / "a.tgz", data, changed)
+    with pytest.raises(SystemExit, match="OTHER_VARIABLE is no string constant"):
+        _run(tmp_path, tarball)
+    tarball = _tarball(tmp_path / "b.tgz", data, "function other() {}\n")
+    with pytest.raises(SystemExit, match=r"no function getApiKeyEnvVars\(provider\)"):
+        _run(tmp_path, tarball)
+
+
+def test_the_scripts_check_mode_tells_a_stale_file_and_writes_nothing(tmp_path: Path) -> None:
+    data = {"openai-completions": {"m": _entry("host", "openai-completions", "m")}}
+    tarball = _tarball(tmp_path / "pi-ai.tgz", data)
+    assert _run(tmp_path, tarball, "--check")[0] == 1  # no files yet
+    code, output, keys = _run(tmp_path, tarball)
+    assert code == 0
+    assert _run(tmp_path, tarball, "--check")[0] == 0
+    output.write_text(output.read_text().replace('"input":1', '"input":2'))
+    before = output.read_text()
+    assert _run(tmp_path, tarball, "--check")[0] == 1
+    assert output.read_text() == before
+    _run(tmp_path, tarball)
+    keys.write_text(keys.read_text() + "\n")
+    assert _run(tmp_path, tarball, "--check")[0] == 1
+
+
+def test_the_shipped_key_variables_were_made_with_the_shipped_catalog() -> None:
+    from trio_agent.providers import _key_variables
+
+    assert models.source() in (_key_variables.__doc__ or "")
+    assert set(KEY_VARIABLES) <= set(models.providers())
+    assert KEY_VARIABLES is _key_variables.KEY_VARIABLES
 
 
 # --- tiered prices -----------------------------------------------------------------------------
@@ -465,7 +680,7 @@ def test_the_catalogs_tiered_prices_are_kept() -> None:
         ),
     )
     tiered = [model for model in models.list() if model.cost.tiers]
-    assert len(tiered) == 18
+    assert len(tiered) == 226
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         gpt.cost.tiers[0].input = 0  # type: ignore[misc]  # refused: frozen
 

@@ -526,8 +526,8 @@ def sdk_request(body: dict[str, Any], *, beta: bool = False) -> dict[str, Any]:
         ("anthropic", "claude-sonnet-4-6", "xhigh", "max"),
         ("anthropic", "claude-sonnet-4-6", "medium", "medium"),
         # medium is not offered: the nearest above; minimal: mapped to low
-        ("kimi-coding", "k3", "medium", "high"),
-        ("kimi-coding", "k3", "minimal", "low"),
+        ("fireworks", "accounts/fireworks/models/deepseek-v4p1-flash", "medium", "high"),
+        ("fireworks", "accounts/fireworks/models/deepseek-v4p1-flash", "minimal", "low"),
         ("github-copilot", "claude-sonnet-4.6", "minimal", "low"),
     ],
 )
@@ -934,7 +934,8 @@ async def test_the_key_comes_from_the_environment(
 
 
 def test_the_model_constructor() -> None:
-    assert anthropic.model("claude-opus-4-1") == Model(
+    # an id the catalog does not list (pi-ai 1.6.0 dropped it), at Anthropic's URL given
+    assert anthropic.model("claude-opus-4-1", base_url="https://api.anthropic.com") == Model(
         id="claude-opus-4-1",
         api="anthropic-messages",
         provider="anthropic",
@@ -1105,7 +1106,11 @@ async def test_an_event_type_that_is_not_a_string_is_an_error_naming_the_sse_eve
     [
         ("anthropic", "claude-sonnet-4-6", {"type": "disabled"}),
         ("anthropic", "claude-opus-4-7", {"type": "disabled"}),
-        ("kimi-coding", "k3", None),  # thinking_levels: {"off": None}
+        (
+            "fireworks",
+            "accounts/fireworks/models/minimax-m3",
+            None,
+        ),  # thinking_levels: {"off": None}
         ("anthropic", "claude-fable-5", None),  # thinking_levels: {"off": None}
     ],
 )
@@ -1138,7 +1143,7 @@ def _effort(effort: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("provider", "id"),
-    [("anthropic", "claude-fable-5-1"), ("openrouter", "anthropic/claude-opus-5")],
+    [("anthropic", "claude-fable-5-1"), ("openrouter", "anthropic/claude-opus-5.5")],
 )
 @pytest.mark.parametrize(("level", "effort"), [(None, "high"), ("low", "low"), ("xhigh", "xhigh")])
 async def test_a_model_whose_effort_is_set_mid_conversation_gets_it_in_the_messages(
@@ -1281,14 +1286,14 @@ async def _catalog_request(
         ("openrouter", "anthropic/claude-sonnet-4.5", True, "x-session-id", {"type": "disabled"}),
         (
             "fireworks",
-            "accounts/fireworks/models/kimi-k2p6",
+            "accounts/fireworks/models/deepseek-v4p1-flash",
             False,  # the host refuses a breakpoint on a tool
             "x-session-affinity",
             {"type": "disabled"},
         ),
         (
             "cloudflare-ai-gateway",
-            "claude-sonnet-4.5",
+            "claude-sonnet-4-5",
             True,
             "x-session-affinity",
             {"type": "disabled"},
@@ -1332,7 +1337,7 @@ async def test_the_prompt_cache_is_marked_as_pi_ai_marks_it_on_each_host(
         ("anthropic", "claude-sonnet-4-5", {"type": "ephemeral", "ttl": "1h"}),
         ("openrouter", "anthropic/claude-sonnet-4.5", {"type": "ephemeral", "ttl": "1h"}),
         # supportsLongCacheRetention: false, the host's own cache
-        ("fireworks", "accounts/fireworks/models/kimi-k2p6", EPHEMERAL),
+        ("fireworks", "accounts/fireworks/models/deepseek-v4p1-flash", EPHEMERAL),
     ],
 )
 async def test_long_retention_asks_for_an_hour_where_the_host_keeps_one(
@@ -1349,7 +1354,7 @@ async def test_long_retention_asks_for_an_hour_where_the_host_keeps_one(
     ("provider", "model_id"),
     [
         ("openrouter", "anthropic/claude-sonnet-4.5"),
-        ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
+        ("fireworks", "accounts/fireworks/models/deepseek-v4p1-flash"),
     ],
 )
 async def test_no_retention_sends_no_breakpoint_and_no_session_header(
@@ -1495,7 +1500,7 @@ def test_any_session_id_makes_a_header_the_request_can_carry(first: str, second:
         assert sent[0] != sent[1]
 
 
-MODELS = {"anthropic": MODEL_ID, "fireworks": "accounts/fireworks/models/kimi-k2p6"}
+MODELS = {"anthropic": MODEL_ID, "fireworks": "accounts/fireworks/models/deepseek-v4p1-flash"}
 
 
 @settings(max_examples=25, deadline=None)

@@ -641,14 +641,19 @@ async def test_reasoning_levels_are_thinking_budgets(
 @pytest.mark.parametrize(
     ("model_id", "level", "thinking"),
     [
-        # thinking_levels map low and high to Gemini's levels; medium is not offered
+        # thinking_levels map low, medium and high to Gemini's levels; minimal is not offered
         ("gemini-3.1-pro-preview", "minimal", {"thinkingLevel": "LOW"}),
-        ("gemini-3.1-pro-preview", "medium", {"thinkingLevel": "HIGH"}),
+        ("gemini-3.1-pro-preview", "medium", {"thinkingLevel": "MEDIUM"}),
         ("gemini-3.1-pro-preview", "xhigh", {"thinkingLevel": "HIGH"}),  # nearest below
+        # low and medium are not offered: the nearest above
         ("gemma-4-31b-it", "low", {"thinkingLevel": "HIGH"}),
+        ("gemma-4-31b-it", "medium", {"thinkingLevel": "HIGH"}),
         ("gemma-4-31b-it", "minimal", {"thinkingLevel": "MINIMAL"}),
-        # a level thinking_levels do not map is still a budget
-        ("gemini-3-flash-preview", "low", {"thinkingBudget": 2048}),
+        # the catalog's values in lower case, sent as the API names them
+        ("gemini-3-flash-preview", "low", {"thinkingLevel": "LOW"}),
+        ("gemini-4-hydrogen", "xhigh", {"thinkingLevel": "HIGH"}),  # offered; the API's highest
+        # a model that takes no level: a budget
+        ("gemini-2.5-flash", "low", {"thinkingBudget": 2048}),
     ],
 )
 async def test_a_level_the_models_thinking_levels_map_is_a_thinking_level(
@@ -680,7 +685,7 @@ async def test_no_thinking_config_for_a_model_that_does_not_reason(clock: Any) -
         ("google", "gemini-flash-latest", {"thinkingLevel": "MINIMAL"}),
         ("google", "gemini-3.1-pro-preview", {"thinkingLevel": "LOW"}),
         ("google", "gemma-4-31b-it", {"thinkingLevel": "MINIMAL"}),
-        ("opencode", "gemini-3.1-pro", {"thinkingLevel": "LOW"}),
+        ("opencode", "gemini-4-argon", {"thinkingLevel": "LOW"}),
     ],
 )
 async def test_with_no_reasoning_level_the_model_thinks_as_little_as_it_can(

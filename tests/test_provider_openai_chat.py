@@ -442,7 +442,7 @@ REASONING_KEYS = (
         ),
         (
             "together",
-            "deepseek-ai/DeepSeek-V4-Pro",
+            "deepseek-ai/DeepSeek-V4-Pro-0813",
             "high",
             {"reasoning": {"enabled": True}, "reasoning_effort": "high"},
         ),
@@ -455,18 +455,23 @@ REASONING_KEYS = (
         ),
         ("zai", "glm-4.7", "high", {"thinking": {"type": "enabled", "clear_thinking": False}}),
         ("zai", "glm-5.3", None, {"thinking": {"type": "disabled"}, "temperature": 0.5}),
-        # baseten: the catalog's chat_template_args, filled in for the level
+        # baseten: the catalog's chat_template_args, filled in for the level, and the
+        # effort where the model takes one (supportsReasoningEffort)
         (
             "baseten",
-            "moonshotai/Kimi-K2.6",
+            "zai-org/GLM-5.2",
             "high",
-            {"chat_template_args": {"enable_thinking": True}},
+            {"chat_template_args": {"enable_thinking": True}, "reasoning_effort": "high"},
         ),
         (
             "baseten",
-            "moonshotai/Kimi-K2.6",
+            "zai-org/GLM-5.2",
             None,
-            {"chat_template_args": {"enable_thinking": False}, "temperature": 0.5},
+            {
+                "chat_template_args": {"enable_thinking": False},
+                "reasoning_effort": "none",  # its "off"
+                "temperature": 0.5,
+            },
         ),
         # ant-ling: its reasoning object, only when asked; low is not offered: high
         ("ant-ling", "Ring-2.6-1T", "low", {"reasoning": {"effort": "high"}}),
@@ -474,11 +479,16 @@ REASONING_KEYS = (
         # openai, with an "off" of the model's own: sent when no level is asked for
         (
             "baseten",
-            "deepseek-ai/DeepSeek-V4-Pro",
+            "deepseek-ai/DeepSeek-V4-Pro-0813",
             None,
             {"reasoning_effort": "none", "temperature": 0.5},
         ),
-        ("baseten", "deepseek-ai/DeepSeek-V4-Pro", "low", {"reasoning_effort": "low"}),
+        (
+            "baseten",
+            "deepseek-ai/DeepSeek-V4-Pro-0813",
+            "low",
+            {"reasoning_effort": "low"},
+        ),
     ],
 )
 async def test_the_level_is_sent_in_the_catalogs_thinking_format(
@@ -1061,7 +1071,7 @@ async def test_the_last_breakpoint_goes_to_the_last_message_with_text(clock: Any
 async def test_fireworks_on_chat_gets_the_session_affinity_headers(clock: Any) -> None:
     """The catalog asks for Fireworks' session headers (``sendSessionAffinityHeaders``),
     in OpenAI's format; no key in the body, and no long retention, which it lacks."""
-    found = openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks")
+    found = openai_chat.model("accounts/fireworks/models/glm-5p3", provider="fireworks")
     request = await sent_to(found, cache_retention="long")
     body = request.json
     assert session_headers(request) == {
@@ -1070,7 +1080,7 @@ async def test_fireworks_on_chat_gets_the_session_affinity_headers(clock: Any) -
         "x-session-affinity": "s-1",
     }
     assert ("prompt_cache_key" in body, "prompt_cache_retention" in body) == (False, False)
-    assert body["reasoning_effort"] == "none"  # its "off"
+    assert "reasoning_effort" not in body  # its thinking cannot be turned off ("off": None)
     check(body, CompletionCreateParamsStreaming)
 
 
@@ -1089,7 +1099,7 @@ async def test_no_cache_retention_sends_no_session_and_no_breakpoints(clock: Any
     for found in (
         openai_chat.model("gpt-4.1"),
         openai_chat.model("anthropic/claude-sonnet-4.5", provider="openrouter"),
-        openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks"),
+        openai_chat.model("accounts/fireworks/models/glm-5p3", provider="fireworks"),
     ):
         request = await sent_to(found, cache_retention="none")
         assert "prompt_cache" not in str(request.json)
@@ -1100,7 +1110,7 @@ async def test_no_cache_retention_sends_no_session_and_no_breakpoints(clock: Any
 CASES = [
     openai_chat.model("gpt-4.1"),
     openai_chat.model("anthropic/claude-sonnet-4.5", provider="openrouter"),
-    openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks"),
+    openai_chat.model("accounts/fireworks/models/glm-5p3", provider="fireworks"),
     openai_chat.model("glm-4.7", provider="zai"),
 ]
 
@@ -1124,7 +1134,7 @@ async def test_a_long_session_id_never_reaches_a_server_uncut(
 async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock: Any) -> None:
     """The request is still sent, its headers naming the conversation the same way
     each time; the body's key is the id as given."""
-    found = openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks")
+    found = openai_chat.model("accounts/fireworks/models/glm-5p3", provider="fireworks")
     request = await sent_to(found, session_id="sé ssion\n1\ud800")
     assert session_headers(request)["x-session-affinity"] == "s%C3%A9%20ssion%0A1%ED%A0%80"
 
@@ -1132,7 +1142,7 @@ async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock:
 async def test_two_session_ids_never_share_a_header(clock: Any) -> None:
     """An id that is printable ASCII but looks like an escape (``%C3%A9``) and the id
     that escape stands for (``é``) name two conversations: a ``%`` is escaped too."""
-    found = openai_chat.model("accounts/fireworks/models/glm-5p2", provider="fireworks")
+    found = openai_chat.model("accounts/fireworks/models/glm-5p3", provider="fireworks")
     escaped = await sent_to(found, session_id="%C3%A9")
     plain = await sent_to(found, session_id="é")
     assert session_headers(escaped)["x-session-affinity"] == "%25C3%25A9"

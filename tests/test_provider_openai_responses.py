@@ -681,7 +681,7 @@ async def test_without_a_level_temperature_is_sent_and_reasoning_is_off(clock: A
         ("gpt-5.4", "minimal", "low"),  # minimal: None, the nearest offered above
         ("gpt-5.4", "xhigh", "xhigh"),  # mapped: sent as it is
         ("gpt-5-pro", "low", "high"),  # only high is offered
-        ("gpt-5.2-chat-latest", "high", "xhigh"),  # high: None, the nearest above
+        ("gpt-5.5-pro", "low", "medium"),  # low: None, the nearest above
         ("o3", "xhigh", "high"),  # not offered: the nearest below
     ],
 )
@@ -1073,3 +1073,84 @@ async def test_a_session_id_a_header_cannot_carry_is_sent_percent_encoded(clock:
         "x-client-request-id": "s%C3%A9%0A%ED%A0%80",
     }
     assert request.json["prompt_cache_key"].startswith("sé\n")
+
+
+# --- effort set mid-conversation (supportsMidConvoEffort) ----------------------------------------
+
+
+def _turn(model: Any, level: str | None, text: str) -> AssistantMessage:
+    return AssistantMessage(
+        content=[TextContent(text, text_signature="msg_" + text.replace(" ", "_"))],
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        provider_thinking_level=level,
+        stop_reason="stop",
+    )
+
+
+@pytest.mark.parametrize(("level", "effort"), [("low", "low"), ("minimal", "low"), ("max", "max")])
+async def test_a_model_whose_effort_is_set_mid_conversation_gets_it_in_configuration_updates(
+    clock: Any, level: str, effort: str
+) -> None:
+    """As pi-ai 1.6: ``reasoning.effort`` stays medium; a ``configuration_update`` item
+    before each earlier turn of this model says the effort it was made at, and one at the
+    end asks for the level's (the nearest offered, as thinking_levels map it); the reply
+    records it as its ``provider_thinking_level``."""
+    sol = openai_responses.model("gpt-6-sol")
+    assert sol.compat_flags["supportsMidConvoEffort"] is True
+    other = openai_responses.model("gpt-5.5")
+    transcript = [
+        UserMessage.text("one"),
+        _turn(sol, "high", "first"),
+        UserMessage.text("two"),
+        _turn(other, "low", "another model's"),
+        UserMessage.text("three"),
+        _turn(sol, None, "no level recorded"),
+        UserMessage.text("four"),
+    ]
+    async with open_sse_server(sse("text.sse")) as server:
+        model = attrs.evolve(sol, base_url=server.url + "/v1")
+        result = await call(
+            openai_responses.stream,
+            model,
+            context(*transcript),
+            options(reasoning=level),
+        )
+    body = server.requests[0].json
+    assert body["reasoning"] == {"effort": "medium", "summary": "auto"}
+    kinds = [item.get("type") or item["role"] for item in body["input"]]
+    assert kinds == [
+        "user",
+        "configuration_update",
+        "message",
+        "user",
+        "message",
+        "user",
+        "message",
+        "user",
+        "configuration_update",
+    ]
+    assert body["input"][1] == {"type": "configuration_update", "reasoning": {"effort": "high"}}
+    assert body["input"][-1] == {"type": "configuration_update", "reasoning": {"effort": effort}}
+    assert result.message.provider_thinking_level == effort
+
+
+async def test_without_a_level_or_the_rule_no_configuration_update_is_sent(clock: Any) -> None:
+    sol = openai_responses.model("gpt-6-sol")
+    transcript = [UserMessage.text("one"), _turn(sol, "high", "first"), UserMessage.text("two")]
+    for model, level, reasoning in [
+        (sol, None, {"effort": "none"}),  # no level: its "off", as any model's
+        (openai_responses.model("gpt-5.5"), "high", {"effort": "high", "summary": "auto"}),
+    ]:
+        async with open_sse_server(sse("text.sse")) as server:
+            result = await call(
+                openai_responses.stream,
+                attrs.evolve(model, base_url=server.url + "/v1"),
+                context(*transcript),
+                options(reasoning=level),
+            )
+        body = checked(server.requests[0].json)
+        assert body.get("reasoning") == reasoning
+        assert all("type" not in item or item["type"] == "message" for item in body["input"])
+        assert result.message.provider_thinking_level is None

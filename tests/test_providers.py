@@ -113,21 +113,24 @@ async def test_a_model_without_a_script_ends_with_an_error_reply() -> None:
 async def test_a_catalog_provider_on_another_api_reads_its_own_key_variable(
     clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Kimi serves the Anthropic API: ANTHROPIC_API_KEY must never go to its server.
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-kimi")
-    monkeypatch.delenv("KIMI_API_KEY", raising=False)
-    kimi = anthropic.model("k3", provider="kimi-coding")
-    assert kimi.base_url == "https://api.kimi.com/coding"
+    # MiniMax serves the Anthropic API: ANTHROPIC_API_KEY must never go to its server.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-minimax")
+    monkeypatch.delenv("MINIMAX_API_KEY", raising=False)
+    minimax = anthropic.model("MiniMax-M3", provider="minimax")
+    assert minimax.base_url == "https://api.minimax.io/anthropic"
     async with open_sse_server() as server, as_if_at(server.url) as client:
         provider = anthropic.Anthropic(client)
-        refused = await call(provider.stream, kimi, opts=options(api_key=None))
+        refused = await call(provider.stream, minimax, opts=options(api_key=None))
         assert server.requests == []
-        monkeypatch.setenv("KIMI_API_KEY", "kimi-key")
+        monkeypatch.setenv("MINIMAX_API_KEY", "minimax-key")
         server.add(ScriptedResponse(body=fixture("anthropic", "text.sse")))
-        answered = await call(provider.stream, kimi, opts=options(api_key=None))
+        answered = await call(provider.stream, minimax, opts=options(api_key=None))
     assert refused.message.error_message == (
-        "no API key for kimi-coding: set KIMI_API_KEY, or give api_key (or get_api_key)"
+        "no API key for minimax: set MINIMAX_API_KEY, or give api_key (or get_api_key)"
     )
     assert answered.message.stop_reason == "stop"
     (request,) = server.requests
-    assert (request.headers["host"], request.headers["x-api-key"]) == ("api.kimi.com", "kimi-key")
+    assert (request.headers["host"], request.headers["x-api-key"]) == (
+        "api.minimax.io",
+        "minimax-key",
+    )

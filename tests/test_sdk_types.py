@@ -341,7 +341,7 @@ async def test_the_request_for_a_catalog_model_is_of_the_sdks_type(
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize(
     ("provider", "model_id"),
-    [("anthropic", "claude-fable-5-1"), ("openrouter", "anthropic/claude-opus-5")],
+    [("anthropic", "claude-fable-5-1"), ("openrouter", "anthropic/claude-opus-5.5")],
 )
 async def test_the_request_with_the_effort_in_the_messages_is_of_the_sdks_beta_type(
     clock: Any, provider: str, model_id: str, level: Any
@@ -372,7 +372,7 @@ async def test_the_request_with_the_effort_in_the_messages_is_of_the_sdks_beta_t
         ("anthropic", "claude-sonnet-4-5"),
         ("anthropic", "claude-fable-5"),
         ("openrouter", "anthropic/claude-sonnet-4.5"),
-        ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
+        ("fireworks", "accounts/fireworks/models/deepseek-v4p1-flash"),
     ],
 )
 async def test_the_anthropic_request_with_its_prompt_cache_is_of_the_sdks_type(
@@ -455,7 +455,7 @@ async def test_the_request_to_gemini_3_is_of_the_sdks_type(clock: Any) -> None:
     ("api", "provider", "model_id"),
     [
         (openai_chat.API, "openai", "gpt-4.1"),
-        (openai_chat.API, "fireworks", "accounts/fireworks/models/glm-5p2"),
+        (openai_chat.API, "fireworks", "accounts/fireworks/models/glm-5p3"),
         (openai_responses.API, "openai", "gpt-4.1"),
         (openai_responses.API, "openai", "gpt-5"),
         (openai_responses.API, "openai", "gpt-5.4"),

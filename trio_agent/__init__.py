@@ -40,6 +40,7 @@ from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import TranscriptError as TranscriptError
 from ._errors import TrioAgentError as TrioAgentError
 from ._errors import UnknownApiError as UnknownApiError
+from ._errors import UnknownModelError as UnknownModelError
 from ._events import AgentEnd as AgentEnd
 from ._events import AgentEvent as AgentEvent
 from ._events import AgentStart as AgentStart
@@ -190,6 +191,7 @@ __all__ = [
     "TurnEnd",
     "TurnStart",
     "UnknownApiError",
+    "UnknownModelError",
     "Usage",
     "UserContent",
     "UserMessage",

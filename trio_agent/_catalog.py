@@ -4,14 +4,16 @@ pi-ai publishes a generated catalog of the models of each provider: wire API,
 base URL, whether the model reasons, what input it takes, its context window
 and output limit, its prices per million tokens, and the rules a request to it
 must follow (``thinkingLevelMap``, ``compat``). ``_catalog.json`` holds the
-part of it trio_agent can use: the models served over the four APIs it speaks
-(``anthropic-messages``, ``openai-chat`` — pi's ``openai-completions`` —,
-``openai-responses``, ``google-generative-ai``), of every provider that
-serves one. ``scripts/update_models.py`` regenerates it from a pi-ai release.
+part of it trio_agent can use: the chat models served over the four APIs it
+speaks (``anthropic-messages``, ``openai-chat`` — pi's ``openai-completions``
+—, ``openai-responses``, ``google-generative-ai``), of every provider that
+serves one, with pi's other fields as pi writes them (``promptCache``,
+``inputLimits``). ``scripts/update_models.py`` regenerates it from a pi-ai
+release (the shipped file is pi-ai 1.6.0's).
 
 The file is read, once, on the first lookup, not on import: most programs
-that import trio_agent never look a model up, and parsing 400 kB of JSON
-would cost each of them a few milliseconds.
+that import trio_agent never look a model up, and parsing 670 kB of JSON
+would cost each of them several milliseconds.
 
 An entry is found by provider label and model id; the same id is often
 served by several providers (``claude-sonnet-4-5`` by Anthropic, OpenRouter,
@@ -25,14 +27,26 @@ wire details (base URL, headers, request rules) are not.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
+from ._errors import UnknownModelError
 from ._model import Model, ModelCost, ModelCostTier
 
-__all__ = ["base_url_of", "describe", "find", "list_models", "provider_at", "providers", "source"]
+__all__ = [
+    "base_url_of",
+    "describe",
+    "find",
+    "list_models",
+    "nearest_ids",
+    "provider_at",
+    "providers",
+    "source",
+    "unknown_model",
+]
 
 _FILE = "_catalog.json"
 
@@ -56,7 +70,7 @@ def _models() -> Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]]:
 
 
 def source() -> str:
-    """The pi-ai release the catalog was made from (``"@earendil-works/pi-ai@0.85.1"``)."""
+    """The pi-ai release the catalog was made from (``"@earendil-works/pi-ai@1.6.0"``)."""
     return str(_data()["source"])
 
 
@@ -187,6 +201,42 @@ def base_url_of(api: str, provider: str) -> str | None:
     return url
 
 
+_NEAREST = 5
+"""How many known ids an :class:`UnknownModelError` lists."""
+
+_SHOWN_ID = 200
+"""The most characters of an unknown id a message shows."""
+
+
+def nearest_ids(provider: str, id: str) -> list[str]:
+    """The ids ``provider`` serves (on any API) that look most like ``id``, nearest first."""
+    known = {name for entries in _models().get(provider, {}).values() for name in entries}
+    return difflib.get_close_matches(id, sorted(known), n=_NEAREST, cutoff=0.5)
+
+
+def unknown_model(
+    api: str,
+    provider: str,
+    id: str,
+    remedy: str = "A model the catalog does not list needs its base_url given",
+) -> UnknownModelError:
+    """The error for ``id``, which ``provider``'s models in the catalog do not include;
+    ``remedy`` ends its message."""
+    shown = id if len(id) <= _SHOWN_ID else id[:_SHOWN_ID] + "..."
+    nearest = nearest_ids(provider, id)
+    hint = (
+        f"nearest known: {', '.join(nearest)}"
+        if nearest
+        else f"`trio-agent models --provider {provider}` lists its models"
+    )
+    error = UnknownModelError(
+        f"{provider} serves no model {shown!r} over {api} in the model catalog "
+        f"({source()}); {hint}. {remedy}"
+    )
+    error.provider, error.api, error.id, error.nearest = provider, api, id, tuple(nearest)
+    return error
+
+
 def describe(
     api: str,
     id: str,
@@ -202,6 +252,13 @@ def describe(
     ``provider`` None is the provider whose catalog models on ``api`` are served at
     the ``base_url`` given, else ``fallback_provider``.
 
+    Without a ``base_url``, an ``id`` that a catalog provider does not list (on any
+    API) is an :class:`UnknownModelError` naming the id, the provider and the API,
+    with the provider's nearest known ids: not a model at that provider's URL with
+    made-up limits and no prices. That is for the API's own provider
+    (``fallback_provider``) and a provider that serves models over ``api``; another
+    provider's name is only a label (for ``get_api_key``) on the maker's default URL.
+
     The catalog describes a model as its provider serves it, at the provider's
     URL. A ``base_url`` given that is not that one names another server (a
     proxy, a local replica, a test server), whose limits and prices are its
@@ -216,6 +273,13 @@ def describe(
         provider = (base_url and provider_at(api, base_url)) or fallback_provider
     fields = dict(defaults)
     known = _known(api, provider, id)
+    if (
+        known is None
+        and base_url is None
+        and (provider == fallback_provider or base_url_of(api, provider) is not None)
+        and provider in _models()
+    ):
+        raise unknown_model(api, provider, id)
     if known is not None and base_url is not None and _normal(base_url) != _normal(known[1]):
         known = None  # another server's model
     if known is not None:

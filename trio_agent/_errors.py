@@ -10,7 +10,9 @@ bad argument::
     ├── ToolArgumentsError(ValueError)   tool-call arguments failed their JSON Schema
     ├── ToolDefinitionError(ValueError)  a tool is malformed (bad schema, bad signature)
     ├── TranscriptError(ValueError)      ``loads()`` got JSON that is not a valid transcript
-    └── UnknownApiError(LookupError)     no stream function is registered for ``model.api``
+    ├── UnknownApiError(LookupError)     no stream function is registered for ``model.api``
+    └── UnknownModelError(LookupError)   a maker asked for a model its catalog provider
+                                         does not list
 
 ``AgentBusyError`` is defined with :class:`trio_agent.Agent`. The exceptions of
 :mod:`trio_agent.testing.strategies` (``BehaviourError``, ``InjectedFailure``)
@@ -34,6 +36,7 @@ __all__ = [
     "TranscriptError",
     "TrioAgentError",
     "UnknownApiError",
+    "UnknownModelError",
 ]
 
 
@@ -66,6 +69,26 @@ class TranscriptError(TrioAgentError, ValueError):
 
 class UnknownApiError(TrioAgentError, LookupError):
     """No stream function is registered for a model's ``api``."""
+
+
+class UnknownModelError(TrioAgentError, LookupError):
+    """A provider's maker (``anthropic.model(id)``, ...) was asked, without a ``base_url``,
+    for a model the catalog does not list at that provider: one that is misspelt, or
+    that the provider no longer serves.
+
+    The message names the id, the provider and the API, and lists the provider's
+    nearest known ids. A model the catalog does not know is still made when given a
+    ``base_url`` (then described by what is given and the maker's defaults).
+    """
+
+    provider: str = ""
+    """The provider whose models were looked in."""
+    api: str = ""
+    """The API the model was asked for over."""
+    id: str = ""
+    """The id asked for."""
+    nearest: tuple[str, ...] = ()
+    """The provider's known ids nearest to it, nearest first."""
 
 
 # --- what a run lets escape (internal) ---------------------------------------------------------

@@ -25,8 +25,9 @@ from ._catalog import find as find
 from ._catalog import list_models as list  # models.list: shadows the builtin only here
 from ._catalog import providers as providers
 from ._catalog import source as source
+from ._errors import UnknownModelError as UnknownModelError
 from ._model import FrozenMapping as FrozenMapping
 
-__all__ = ["FrozenMapping", "find", "list", "providers", "source"]
+__all__ = ["FrozenMapping", "UnknownModelError", "find", "list", "providers", "source"]
 
 _public.fixup_module_metadata(__name__, globals())

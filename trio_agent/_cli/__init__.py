@@ -60,7 +60,7 @@ from .. import _catalog
 from .._agent import Agent
 from .._budget import Budget
 from .._config import ThinkingLevel
-from .._errors import TranscriptError, TrioAgentError
+from .._errors import TranscriptError, TrioAgentError, UnknownModelError
 from .._json import dumps, loads
 from .._messages import AgentMessage
 from .._model import Model
@@ -123,7 +123,9 @@ def parse_model(
     its models and served at its base URL (unless ``base_url`` names another server),
     since the same id is served by several providers at different URLs and prices. A
     provider the catalog does not know, or one that serves nothing over the API, is a
-    usage error naming the value and what would do.
+    usage error naming the value and what would do; so is, without ``base_url``, an id
+    the provider (``--provider``, else the API's own) does not list, with its nearest
+    known ids.
     """
     api, colon, model_id = spec.partition(":")
     api = ALIASES.get(api, api)
@@ -149,7 +151,12 @@ def parse_model(
         options["provider"] = provider
     if base_url:
         options["base_url"] = base_url
-    return MODELS[api](model_id, **options)
+    try:
+        return MODELS[api](model_id, **options)
+    except UnknownModelError as exc:
+        remedy = "For a model the catalog does not list, give --base-url"
+        error = _catalog.unknown_model(api, exc.provider, model_id, remedy)
+        raise UsageError(f"--model {spec!r}: {error}") from None
 
 
 class MissingKeyError(Exception):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -42,6 +42,7 @@ from .._model import Model
 from .._overflow import error_kind
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 from ._guard import GuardedBuilder
+from ._key_variables import KEY_VARIABLES as _KEY_VARIABLES
 from ._sse import SseEvent
 from ._transport import HttpRequest, ProviderFailure, Transport, redact
 
@@ -422,45 +423,10 @@ def _guarded(call: Callable[[], _T], provider: str, secrets: tuple[str, ...]) ->
         raise _unreadable(provider, "the end of the stream", exc, secrets) from None
 
 
-KEY_VARIABLES = {
-    "ant-ling": "ANT_LING_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "baseten": "BASETEN_API_KEY",
-    "cerebras": "CEREBRAS_API_KEY",
-    "cloudflare-ai-gateway": "CLOUDFLARE_API_KEY",
-    "cloudflare-workers-ai": "CLOUDFLARE_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "fireworks": "FIREWORKS_API_KEY",
-    "github-copilot": "COPILOT_GITHUB_TOKEN",
-    "google": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "huggingface": "HF_TOKEN",
-    "kimi-coding": "KIMI_API_KEY",
-    "minimax": "MINIMAX_API_KEY",
-    "minimax-cn": "MINIMAX_CN_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "moonshotai": "MOONSHOT_API_KEY",
-    "moonshotai-cn": "MOONSHOT_API_KEY",
-    "nvidia": "NVIDIA_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "opencode": "OPENCODE_API_KEY",
-    "opencode-go": "OPENCODE_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "qwen-token-plan": "QWEN_TOKEN_PLAN_API_KEY",
-    "qwen-token-plan-cn": "QWEN_TOKEN_PLAN_CN_API_KEY",
-    "qwen-token-plan-individual": "QWEN_TOKEN_PLAN_API_KEY",
-    "together": "TOGETHER_API_KEY",
-    "vercel-ai-gateway": "AI_GATEWAY_API_KEY",
-    "xai": "XAI_API_KEY",
-    "xiaomi": "XIAOMI_API_KEY",
-    "xiaomi-token-plan-ams": "XIAOMI_TOKEN_PLAN_AMS_API_KEY",
-    "xiaomi-token-plan-cn": "XIAOMI_TOKEN_PLAN_CN_API_KEY",
-    "xiaomi-token-plan-sgp": "XIAOMI_TOKEN_PLAN_SGP_API_KEY",
-    "zai": "ZAI_API_KEY",
-    "zai-coding-cn": "ZAI_CODING_CN_API_KEY",
-}
-"""The environment variable of each catalog provider's key, as pi-ai's
-``getApiKeyEnvVars`` names it: a model of Kimi's or MiniMax's served over the
+KEY_VARIABLES: Mapping[str, tuple[str, ...]] = _KEY_VARIABLES
+"""The environment variables of each catalog provider's key, in the order pi-ai's
+``getApiKeyEnvVars`` reads them (generated with the catalog by
+``scripts/update_models.py``): a model of Kimi's or MiniMax's served over the
 Anthropic API takes its key from ``KIMI_API_KEY`` or ``MINIMAX_API_KEY``, and
 ``ANTHROPIC_API_KEY`` never goes to their servers."""
 
@@ -519,7 +485,7 @@ def _key_servers() -> dict[str, frozenset[_Server]]:
     urls = [
         (variable, model.base_url)
         for model in _catalog.list_models()
-        if (variable := KEY_VARIABLES.get(model.provider))
+        for variable in KEY_VARIABLES.get(model.provider, ())
     ]
     urls += [
         (variable, url) for variable, more in _KEY_SERVERS_BEYOND_CATALOG.items() for url in more
@@ -557,8 +523,7 @@ class HttpProvider:
         catalog does not know, else that provider's (:data:`KEY_VARIABLES`)."""
         if model.provider in ("", self.label):
             return self.env_keys
-        variable = KEY_VARIABLES.get(model.provider)
-        return (variable,) if variable else self.env_keys
+        return KEY_VARIABLES.get(model.provider) or self.env_keys
 
     def api_key(self, model: Model, options: StreamOptions) -> str | None:
         """The key to send: the option (``api_key``, or what ``get_api_key`` gave), to

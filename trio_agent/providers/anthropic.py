@@ -147,7 +147,9 @@ def model(
     ``provider`` is filled in: limits, prices, input, reasoning, base URL and
     the request rules. An argument given here wins over it; a ``base_url``
     other than the catalog's is another server, which the catalog does not
-    describe. An id the catalog does not know gets the defaults
+    describe. Without a ``base_url``, an id the provider does not list is an
+    :class:`~trio_agent.UnknownModelError` naming the nearest ids it does list;
+    with one, an id the catalog does not know gets the defaults
     (``https://api.anthropic.com``, no reasoning, 200,000 tokens of context,
     32,000 of output, text and images, free). The provider label, when not
     given, is the one whose catalog models on this API are served at

@@ -22,9 +22,11 @@ budget every Gemini 2.5 model accepts), ``low`` 2048, ``medium`` 8192,
 ``high`` 24576 (the most Flash accepts), ``xhigh`` 32768 on Pro models and
 24576 on the others. A model with the catalog's ``thinking_levels`` is first
 asked for the nearest level it offers (a level mapped to None is not offered:
-the nearest above it, else below; none: no thinking), and a level they map to
-a value (Gemini 3 Pro's ``"LOW"`` / ``"HIGH"``, Gemma 4's ``"MINIMAL"``) is
-sent as that ``thinkingLevel`` instead of a budget, as pi-ai does.
+the nearest above it, else below; none: no thinking). A model that takes
+levels rather than a budget (Gemini 3 and later, Gemma 4, by id, as pi-ai
+tells them) is sent that level as a ``thinkingLevel``, as its
+``thinking_levels`` map it, in the API's spelling (``"LOW"``, ``"HIGH"``; a
+level above ``"HIGH"`` as ``"HIGH"``), as pi-ai does.
 
 With no reasoning level (or one that comes to ``off``), a reasoning model is
 told not to think, since Gemini 2.5 thinks by default and bills the thought
@@ -175,7 +177,9 @@ def model(
     ``provider`` is filled in: limits, prices, input, reasoning, base URL and
     the request rules. An argument given here wins over it; a ``base_url``
     other than the catalog's is another server, which the catalog does not
-    describe. An id the catalog does not know gets the defaults (the Gemini
+    describe. Without a ``base_url``, an id the provider does not list is an
+    :class:`~trio_agent.UnknownModelError` naming the nearest ids it does list;
+    with one, an id the catalog does not know gets the defaults (the Gemini
     API's URL, no reasoning, 1,048,576 tokens of context, 65,536 of output,
     text and images, free). The provider label, when not given, is the one
     whose catalog models on this API are served at ``base_url``, else
@@ -200,6 +204,14 @@ def model(
 def _takes_thinking_level(model_id: str) -> bool:
     model_id = model_id.lower()
     return model_id in _LEVEL_ALIASES or _TAKES_LEVEL.search(model_id) is not None
+
+
+def _api_level(model: Model, level: str) -> str:
+    """The ``thinkingLevel`` of an offered ``level`` for a model that takes levels: its
+    ``thinking_levels`` value (or its name) in the API's spelling; a level above what
+    the API names (``xhigh``, ``max``) is its highest, ``"HIGH"``."""
+    value = level_value(model, level).upper()
+    return value if value in _API_LEVELS else "HIGH"
 
 
 def _thinking_off(model: Model) -> dict[str, Any] | None:
@@ -386,14 +398,14 @@ class Google(HttpProvider):
             if off is not None:
                 config["thinkingConfig"] = off
         elif model.reasoning:
-            # A level the catalog's thinking_levels map (Gemini 3 Pro, Gemma 4: "HIGH",
-            # "LOW", ...) goes as a thinkingLevel; any other as a token budget.
-            mapped = model.thinking_levels.get(level)
+            # As pi-ai: a model that takes levels (Gemini 3 and later, Gemma 4) is sent the
+            # level as its thinking_levels map it ("low", "HIGH", ...), as the API names
+            # it, one above "HIGH" as "HIGH"; any other model a token budget.
             config["thinkingConfig"] = {
                 "includeThoughts": True,
                 **(
-                    {"thinkingLevel": mapped}
-                    if isinstance(mapped, str)
+                    {"thinkingLevel": _api_level(model, level)}
+                    if _takes_thinking_level(model.id)
                     else {"thinkingBudget": thinking_budget(model, level)}
                 ),
             }

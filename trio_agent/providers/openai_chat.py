@@ -381,7 +381,9 @@ def model(
     ``provider`` is filled in: limits, prices, input, reasoning, base URL and
     the request rules. An argument given here wins over it; a ``base_url``
     other than the catalog's is another server, which the catalog does not
-    describe. An id the catalog does not know gets the defaults (OpenAI's URL,
+    describe. Without a ``base_url``, an id the provider does not list is an
+    :class:`~trio_agent.UnknownModelError` naming the nearest ids it does list;
+    with one, an id the catalog does not know gets the defaults (OpenAI's URL,
     no reasoning, 128,000 tokens of context, 16,384 of output, text and
     images, free).
     """
@@ -656,8 +658,8 @@ class OpenAIChat(HttpProvider):
         """The variable of the host's provider (``OPENAI_API_KEY`` for OpenAI,
         ``OPENROUTER_API_KEY`` for OpenRouter, ...); none for other servers, so that an
         OpenAI key is never sent to them."""
-        env = _ENV_KEYS.get(model.provider) or KEY_VARIABLES.get(model.provider)
-        return (env,) if env else ()
+        env = _ENV_KEYS.get(model.provider)
+        return (env,) if env else KEY_VARIABLES.get(model.provider, ())
 
     def needs_key(self, model: Model) -> bool:
         return bool(resolve_compat(model).requires_api_key)

@@ -22,8 +22,13 @@ level the catalog's ``thinking_levels`` offer, as they map it; ``xhigh`` as
 ``high`` for a model without them); with no level, a model that can turn
 reasoning off (its ``off`` level is not None: gpt-5.1 and later) gets
 ``reasoning: {effort: "none"}`` (its ``off``), as pi-ai sends it: it would
-otherwise reason, and bill it. A model without ``"image"`` in its input gets no
-images.
+otherwise reason, and bill it. A model whose catalog rules say
+``supportsMidConvoEffort`` (gpt-6 and later) is asked for the level in
+``configuration_update`` items instead, as pi-ai 1.6 asks: one before each of
+its own earlier turns, with the effort that turn was made at (the reply's
+``provider_thinking_level``), and one at the end with the level asked for now,
+while ``reasoning.effort`` stays ``"medium"``. A model without ``"image"`` in
+its input gets no images.
 
 The prompt cache, as pi-ai asks for it: the ``session_id`` (its first 64
 characters, :func:`~trio_agent.providers._common.session_key`) is sent as
@@ -145,7 +150,9 @@ def model(
     ``provider`` is filled in: limits, prices, input, reasoning, base URL and
     the request rules. An argument given here wins over it; a ``base_url``
     other than the catalog's is another server, which the catalog does not
-    describe. An id the catalog does not know gets the defaults (OpenAI's URL,
+    describe. Without a ``base_url``, an id the provider does not list is an
+    :class:`~trio_agent.UnknownModelError` naming the nearest ids it does list;
+    with one, an id the catalog does not know gets the defaults (OpenAI's URL,
     no reasoning, 400,000 tokens of context, 128,000 of output, text and
     images, free). The provider label, when not given, is the one whose
     catalog models on this API are served at ``base_url``, else ``"openai"``.
@@ -293,7 +300,12 @@ def _tool_output(message: ToolResultMessage, images: bool) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": call_id, "output": output}
 
 
-def _input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+def _input(model: Model, context: LlmContext, effort: str | None = None) -> list[dict[str, Any]]:
+    """The ``input`` items. With ``effort`` (a model whose effort is set mid-conversation,
+    :func:`_update_effort`), each turn this model made is preceded by a
+    ``configuration_update`` item with the effort it was made at (its
+    ``provider_thinking_level``), and the items end with one asking for ``effort``, as
+    pi-ai sends them."""
     images = "image" in model.input
     out: list[dict[str, Any]] = []
     for position, message in enumerate(prepare_messages(context.messages, model)):
@@ -302,10 +314,40 @@ def _input(model: Model, context: LlmContext) -> list[dict[str, Any]]:
             if user is not None:
                 out.append(user)
         elif isinstance(message, AssistantMessage):
-            out.extend(_assistant(message, model, position))
+            items = _assistant(message, model, position)
+            made_at = message.provider_thinking_level
+            if (
+                effort is not None
+                and items
+                and made_at is not None
+                and (message.provider, message.api, message.model)
+                == (model.provider, model.api, model.id)
+            ):
+                out.append(_configuration_update(made_at))
+            out.extend(items)
         else:
             out.append(_tool_output(message, images))
+    if effort is not None:
+        out.append(_configuration_update(effort))
     return out
+
+
+def _configuration_update(effort: str) -> dict[str, Any]:
+    return {"type": "configuration_update", "reasoning": {"effort": effort}}
+
+
+_UPDATE_REQUEST_EFFORT = "medium"
+"""The request's own ``reasoning.effort`` while ``configuration_update`` items carry the
+level, as pi-ai sends it."""
+
+
+def _update_effort(model: Model, options: StreamOptions) -> str | None:
+    """The effort to send in ``configuration_update`` items, for a model whose catalog rules
+    say ``supportsMidConvoEffort`` asked for a level (the nearest it offers, as its
+    ``thinking_levels`` map it); None to send the level as ``reasoning.effort``."""
+    if model.compat_flags.get("supportsMidConvoEffort") is not True or not options.reasoning:
+        return None
+    return model_effort(model, options.reasoning)
 
 
 def _reasoning(model: Model, level: str | None) -> dict[str, Any]:
@@ -369,11 +411,12 @@ class OpenAIResponses(HttpProvider):
     def build_request(
         self, model: Model, context: LlmContext, options: StreamOptions, api_key: str | None
     ) -> HttpRequest:
+        update = _update_effort(model, options)
         body: dict[str, Any] = {
             "model": model.id,
             "stream": True,
             "store": False,
-            "input": _input(model, context),
+            "input": _input(model, context, update),
         }
         if context.system_prompt:
             body["instructions"] = context.system_prompt
@@ -395,6 +438,8 @@ class OpenAIResponses(HttpProvider):
             body["temperature"] = options.temperature
         if model.reasoning:
             body.update(_reasoning(model, options.reasoning))
+            if update is not None:
+                body["reasoning"]["effort"] = _UPDATE_REQUEST_EFFORT
         flags = model.compat_flags
         key = session_key(options)
         if key is not None and flags.get("promptCacheKeyMode") != "disabled":
@@ -415,6 +460,12 @@ class OpenAIResponses(HttpProvider):
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         return HttpRequest(model.base_url.rstrip("/") + "/responses", headers, body)
+
+    def thinking_level(self, model: Model, options: StreamOptions) -> str | None:
+        """The effort asked of a model whose effort is set mid-conversation
+        (``supportsMidConvoEffort``): the next request tells the API which effort each
+        of its turns was made at."""
+        return _update_effort(model, options)
 
     def parser(self, model: Model, builder: AssistantMessageBuilder) -> Parser:
         return _ResponsesParser(model, builder)
