@@ -747,9 +747,9 @@ def test_unknown_key_in_a_block_is_an_error() -> None:
 
 def test_unknown_role_is_an_error() -> None:
     expected = (
-        f"invalid transcript:\n  unknown message role 'system' (known: {known_roles()}) @ $[1]"
+        f"invalid transcript:\n  unknown message role 'developer' (known: {known_roles()}) @ $[1]"
     )
-    assert expected == problem_of([USER, {"role": "system", "content": "x"}])
+    assert expected == problem_of([USER, {"role": "developer", "content": "x"}])
 
 
 def test_missing_role_is_an_error() -> None:

@@ -50,7 +50,7 @@ from ._errors import TrioAgentError
 from ._events import AgentEvent, MessageStart, MessageUpdate
 from ._execution import ABORTED
 from ._loop import Run, check_stream_fn, default_convert_to_llm, drive
-from ._messages import AgentMessage, ImageContent, Message, TextContent, UserMessage
+from ._messages import AgentMessage, ImageContent, LlmMessage, TextContent, UserMessage
 from ._model import Model
 from ._stream import CacheRetention, StreamFn, Timeouts
 from ._tools import AgentTool
@@ -237,7 +237,7 @@ class Agent:
         thinking_level: ThinkingLevel = "off",
         stream_fn: StreamFn | None = None,
         convert_to_llm: (
-            Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None
+            Callable[[Sequence[AgentMessage]], Awaitable[Sequence[LlmMessage]]] | None
         ) = None,
         transform_context: (
             Callable[[Sequence[AgentMessage]], Awaitable[Sequence[AgentMessage]]] | None

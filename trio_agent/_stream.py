@@ -56,6 +56,7 @@ from ._messages import (
     AssistantMessage,
     ErrorKind,
     Message,
+    ReplyThinkingLevel,
     StopReason,
     TextContent,
     ThinkingContent,
@@ -213,7 +214,9 @@ _NO_USAGE = Usage()
 # or two per delta.
 _text_content: Callable[[str, str | None], TextContent] = maker(TextContent)
 _thinking_content: Callable[[str, str | None, bool], ThinkingContent] = maker(ThinkingContent)
-_tool_call: Callable[[str, str, dict[str, Any], str | None], ToolCall] = maker(ToolCall)
+_tool_call: Callable[[str, str, dict[str, Any], str | None, str | None, str | None], ToolCall] = (
+    maker(ToolCall)
+)
 _assistant_message: Callable[
     [
         tuple[AssistantContent, ...],  # content
@@ -228,10 +231,42 @@ _assistant_message: Callable[
         float | None,  # retry_after
         str | None,  # response_id
         str | None,  # provider_thinking_level
+        ReplyThinkingLevel | None,  # thinking_level
+        str | None,  # response_model
+        str | None,  # raw_stop_reason
+        tuple[Any, ...] | None,  # diagnostics
+        float | None,  # duration
         int,  # timestamp
     ],
     AssistantMessage,
 ] = maker(AssistantMessage)
+
+
+def with_thinking_level(message: AssistantMessage, level: ReplyThinkingLevel) -> AssistantMessage:
+    """``message`` with its ``thinking_level`` set to ``level`` (as ``attrs.evolve``, for the
+    loop's once-per-reply path at a fraction of its cost)."""
+    return _assistant_message(
+        message.content,
+        message.api,
+        message.provider,
+        message.model,
+        message.usage,
+        message.stop_reason,
+        message.error_message,
+        message.error_kind,
+        message.http_status,
+        message.retry_after,
+        message.response_id,
+        message.provider_thinking_level,
+        level,
+        message.response_model,
+        message.raw_stop_reason,
+        message.diagnostics,
+        message.duration,
+        message.timestamp,
+    )
+
+
 _text_start: Callable[[int, _Snapshot], TextStart] = maker(TextStart)
 _text_delta: Callable[[int, str, _Snapshot], TextDelta] = maker(TextDelta)
 _text_end: Callable[[int, str, _Snapshot], TextEnd] = maker(TextEnd)
@@ -254,7 +289,7 @@ def _close(
         return _text_content(block.text_upto(count), signature)
     if block.kind == "thinking":
         return _thinking_content(block.text_upto(count), signature, block.redacted)
-    return _tool_call(block.id, block.name, arguments, signature)
+    return _tool_call(block.id, block.name, arguments, signature, None, None)
 
 
 class _Frame:
@@ -333,6 +368,11 @@ class _Snapshot:
                 None,  # retry_after
                 frame.response_id,
                 builder._thinking_level,
+                None,  # thinking_level
+                None,  # response_model
+                None,  # raw_stop_reason
+                None,  # diagnostics
+                None,  # duration
                 frame.timestamp,
             )
         return message
@@ -497,6 +537,11 @@ class AssistantMessageBuilder:
             None,
             self._response_id,
             self._thinking_level,
+            None,  # thinking_level
+            None,  # response_model
+            None,  # raw_stop_reason
+            None,  # diagnostics
+            None,  # duration
             self._timestamp,
         )
 
@@ -626,7 +671,7 @@ class AssistantMessageBuilder:
         # _finish_open(), for the one kind the block can be here (once per call).
         done = self._done
         index = len(done)
-        call = _tool_call(block.id, block.name, block.arguments, self._signature)
+        call = _tool_call(block.id, block.name, block.arguments, self._signature, None, None)
         done.append(call)
         self._open = None
         self._signature = None
