@@ -33,6 +33,8 @@ from trio_agent import (
     AssistantMessage,
     NextTurn,
     ReasoningLevel,
+    ReplyThinkingLevel,
+    StreamOptions,
     SystemMessage,
     TextContent,
     ThinkingLevel,
@@ -44,7 +46,7 @@ from trio_agent import (
     UserMessage,
     run_agent_loop,
 )
-from trio_agent.providers import anthropic, faux, google, openai_chat, openai_responses
+from trio_agent.providers import anthropic, faux, openai_chat, openai_responses
 from trio_agent.testing import ScriptedResponse, open_sse_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -438,6 +440,48 @@ async def test_a_failed_and_an_aborted_reply_record_the_thinking_level_too(
     assert (new[-1].stop_reason, new[-1].thinking_level) == ("aborted", "xhigh")
 
 
+async def test_a_stream_function_records_the_level_of_its_options_on_the_final_reply_only(
+    autojump_clock: Any,
+) -> None:
+    """Outside the loop a reply records none, unless the options ask; the loop's own
+    options ask for the level it wants, and a stream function that does not record it
+    gets it from the loop."""
+    events: list[Any] = []
+
+    async def keep(event: Any) -> None:
+        await trio.lowlevel.checkpoint()
+        events.append(event)
+
+    levels: list[tuple[ReplyThinkingLevel | None, str | None]] = [(None, None), ("max", "max")]
+    for level, expected in levels:
+        model = faux.model(["hi", faux.reply("x", stop_reason="error", error_message="boom")])
+        events.clear()
+
+        options = StreamOptions(thinking_level=level)
+        context = trio_agent.LlmContext("", [UserMessage.text("go")])
+        with trio.fail_after(5):
+            done = await faux.stream(model, context, options, keep)
+            failed = await faux.stream(model, context, options, keep)
+        assert (done.thinking_level, failed.thinking_level) == (expected, expected)
+        partials = [e.partial for e in events if e.type not in ("done", "error")]
+        assert {p.thinking_level for p in partials} == {None}
+
+    async def ignores_options(model: Any, context: Any, options: Any, emit: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        return AssistantMessage(content=[TextContent("mine")])
+
+    with trio.fail_after(5):
+        new = await run_agent_loop(
+            [UserMessage.text("go")],
+            AgentContext(),
+            AgentLoopConfig(model=faux.model(), reasoning="medium"),
+            noop,
+            stream_fn=ignores_options,
+        )
+    assert isinstance(new[-1], AssistantMessage)
+    assert new[-1].thinking_level == "medium"
+
+
 # --- a real provider's request for a 1.6.0 transcript ----------------------------------------
 
 
@@ -451,7 +495,7 @@ async def test_a_loaded_1_6_0_transcript_continued_sends_a_request_of_the_sdks_t
         model = _model(api, server.url)
         config = AgentLoopConfig(model=model, api_key="test-key", max_retries=0)
         with trio.fail_after(30):
-            await run_agent_loop(
+            new = await run_agent_loop(
                 [UserMessage.text("And now?")],
                 AgentContext(system_prompt="", messages=start, tools=[SEARCH]),
                 config,
@@ -459,8 +503,9 @@ async def test_a_loaded_1_6_0_transcript_continued_sends_a_request_of_the_sdks_t
             )
     body: dict[str, Any] = server.requests[0].json
     check_request(api, body)
-    text = json.dumps(body)
-    assert '"system"' not in text.replace('"system": ', "") or api != google.API
+    reply = new[-1]  # an error: the server sent no events
+    assert isinstance(reply, AssistantMessage)
+    assert (reply.stop_reason, reply.thinking_level) == ("error", "off")
     if api == openai_chat.API:
         system = [m for m in body["messages"] if m["role"] in ("system", "developer")]
         assert [m["content"] for m in system] == [expected_prompt]

@@ -591,7 +591,7 @@ class Run:
             kept += [message for message in new if isinstance(message, _LLM_TYPES)]
             self._llm_seen = len(seen)
             if not self._llm_system:
-                self._llm_system = any([type(message) is SystemMessage for message in new])
+                self._llm_system = SystemMessage in map(type, new)
             return Prefix(kept)
         else:
             messages = Prefix(self.messages)
@@ -616,6 +616,7 @@ class Run:
                 max_retries=config.max_retries,
                 max_retry_delay=config.max_retry_delay,
                 timeouts=config.timeouts,
+                thinking_level=self.reasoning or "off",
             )
             self._options = options
         return options
@@ -639,7 +640,7 @@ class Run:
             context = _folded_context(self.system_prompt, llm_messages, self.tools)
         else:  # no system message in the view: the messages a provider sends
             context = _llm_context(
-                self.system_prompt, cast(Sequence[Message], llm_messages), self.tools
+                self.system_prompt, cast("Sequence[Message]", llm_messages), self.tools
             )
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
@@ -654,7 +655,9 @@ class Run:
                     "not an AssistantMessage, and emitted no done or error event"
                 )
             final = returned
-        final = with_thinking_level(final, self.reasoning or "off")
+        level = self.reasoning or "off"  # what the options asked the reply to record
+        if final.thinking_level != level:  # a stream function that does not record it
+            final = with_thinking_level(final, level)
         for event in self.settle_events(final, reply.started):
             await self.emit(event)
         return final

@@ -153,7 +153,9 @@ class StreamOptions:
     ``session_id`` names the conversation: the providers send it as the prompt
     cache key and session headers the service routes by, so that requests of one
     conversation land where its cache is. ``cache_retention`` is how long that
-    cache should live (see :data:`CacheRetention`).
+    cache should live (see :data:`CacheRetention`). ``thinking_level`` is recorded
+    on the reply as its ``thinking_level`` (the agent loop sets the level it asks
+    for, ``"off"`` included; None, the default, records none).
     """
 
     api_key: str | None = attrs.field(
@@ -168,6 +170,7 @@ class StreamOptions:
     max_retries: int = 2
     max_retry_delay: float = 60.0
     timeouts: Timeouts = Timeouts()
+    thinking_level: ReplyThinkingLevel | None = None
 
 
 Emit: TypeAlias = Callable[[AssistantMessageEvent], Awaitable[None]]
@@ -436,6 +439,7 @@ class AssistantMessageBuilder:
         "_model",
         "_open",
         "_provider",
+        "_reply_level",
         "_response_id",
         "_signature",
         "_thinking_level",
@@ -444,12 +448,19 @@ class AssistantMessageBuilder:
     )
 
     def __init__(
-        self, *, api: str, provider: str, model: str, provider_thinking_level: str | None = None
+        self,
+        *,
+        api: str,
+        provider: str,
+        model: str,
+        provider_thinking_level: str | None = None,
+        thinking_level: ReplyThinkingLevel | None = None,
     ) -> None:
         self._api = api
         self._provider = provider
         self._model = model
         self._thinking_level = provider_thinking_level
+        self._reply_level = thinking_level
         self._done: list[AssistantContent] = []  # only appended to: snapshots keep a length
         self._open: _OpenBlock | None = None
         self._signature: str | None = None
@@ -537,7 +548,7 @@ class AssistantMessageBuilder:
             None,
             self._response_id,
             self._thinking_level,
-            None,  # thinking_level
+            self._reply_level,
             None,  # response_model
             None,  # raw_stop_reason
             None,  # diagnostics
