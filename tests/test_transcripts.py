@@ -223,8 +223,8 @@ def test_an_0_85_transcript_still_loads_and_is_written_as_it_was() -> None:
             " got str 'huge' @ $[0].thinkingLevel",
         ),
         (
-            {**json.loads(trio_agent.dumps(AssistantMessage())), "durationMs": -1},
-            "expected a number of milliseconds, 0 or more, got int -1 @ $[0].durationMs",
+            {**json.loads(trio_agent.dumps(AssistantMessage())), "durationMs": "12"},
+            "expected a number, got str '12' @ $[0].durationMs",
         ),
     ],
 )

@@ -32,6 +32,10 @@ parser can follow, numbers no float can hold, and wrong types at any depth.
 It repairs what :func:`dumps` would have: a lone surrogate in a string (a
 ``\\udXXX`` escape, as ``JSON.stringify`` writes one) is read as U+FFFD, and a
 ``null`` in a number field (a cost: where ``JSON.stringify`` wrote a NaN) as NaN.
+
+A reply's ``duration`` (seconds) is pi's ``durationMs``: written in milliseconds to
+the microsecond, and read back as that many seconds; one that is not finite is
+written as ``null`` and read back as None.
 """
 
 from __future__ import annotations
@@ -322,14 +326,12 @@ def _milliseconds_structure(value: Any, _: Any) -> float | None:
     """A duration in JSON milliseconds (pi's ``durationMs``) read as seconds; ``null`` as None."""
     if value is None:
         return None
-    milliseconds = _number(value, None)
-    if not milliseconds >= 0:  # NaN from a null is None above; a negative one is refused
-        raise ValueError(f"expected a number of milliseconds, 0 or more, got {_shown(value)}")
-    return milliseconds / 1000
+    return _number(value, None) / 1000
 
 
 def _milliseconds_unstructure(value: float | None) -> float | int | None:
-    """A duration in seconds written as pi's whole or fractional milliseconds."""
+    """A duration in seconds written as pi's milliseconds, to the microsecond (a whole
+    number as an integer, as pi writes it)."""
     if value is None:
         return None
     milliseconds = round(value * 1000, 3)
