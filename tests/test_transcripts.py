@@ -365,6 +365,14 @@ async def test_a_context_from_prepare_next_turn_is_folded_afresh(autojump_clock:
     assert [call.context.system_prompt for call in model.calls] == ["Run.\n\nOld.", "Run."]
 
 
+async def test_an_agent_does_not_continue_from_system_messages_alone(autojump_clock: Any) -> None:
+    model = faux.model(["never"])
+    agent = trio_agent.Agent(model, messages=[SystemMessage("Be brief.", timestamp=0)])
+    with pytest.raises(ValueError, match=r"^No messages to continue from$"):
+        await agent.continue_()
+    assert model.calls == []
+
+
 # --- the thinking level of a reply -----------------------------------------------------------
 
 
