@@ -3,17 +3,22 @@
 ``fixtures/pi_1_6_0_transcript.json`` is what pi-agent-core 1.6.0's ``Agent`` keeps after
 two prompts on pi-ai's faux provider (``fixtures/pi_transcript.mjs record``): a leading
 system message with the prompt and the tools, a later one that adds an instruction and a
-section and changes the tools, and replies at two thinking levels. The other direction
-runs pi 1.6.0 on what trio_agent writes (``pi_transcript.mjs continue``) when node and
-pi-agent-core 1.6.0 are installed (see :func:`_pi_dir`); without them, what trio_agent
-writes is compared byte for byte with the text pi 1.6.0 was recorded loading
-(``fixtures/pi_1_6_0_continued.json``), which the same test re-records when node is there.
+section and changes the tools, and replies at two thinking levels.
+
+The other directions run pi 1.6.0 under node when node and pi-agent-core 1.6.0 are
+installed (see :func:`_pi_dir`): on what trio_agent writes (``pi_transcript.mjs
+continue``), and on 150 transcripts of system messages, for the system prompt pi-ai sends
+(``prompts``). Each run is also checked against its record (``pi_1_6_0_continued.json``,
+``pi_1_6_0_prompts.json``): the question asked must be the one recorded, so that where
+node is not installed the recorded answer stands for pi's. ``TRIO_AGENT_RECORD_PI=1``
+records anew.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -604,3 +609,64 @@ def test_pi_1_6_0_loads_what_trio_agent_writes() -> None:
     assert continued["systemPrompt"] == (
         "You are terse.\n\nAnswer in one line.\n\n<style>plain</style>"
     )
+
+
+# --- the system prompt against pi-ai's own replay ------------------------------------------------
+
+PI_PROMPTS = FIXTURES / "pi_1_6_0_prompts.json"
+_SECTION_NAMES = ["a", "b", "c", "0", "2", "10", "01", "-1", "4294967294", "4294967295"]
+
+
+def _prompt_cases() -> list[dict[str, Any]]:
+    """Transcripts of system messages (content, sections by names JavaScript orders
+    differently, removals, empty texts) among user messages, made the same on every run."""
+    draw = random.Random(1606)
+    cases = []
+    for _ in range(150):
+        messages: list[dict[str, Any]] = []
+        for index in range(draw.randint(0, 5)):
+            if draw.random() < 0.3:
+                messages.append({"role": "user", "content": "u", "timestamp": index})
+                continue
+            text = draw.choice(["", "Be brief.", "Use tools.", " "])
+            content: Any = (
+                text
+                if draw.random() < 0.6
+                else [{"type": "text", "text": draw.choice(["x", "", "y"])}] * draw.randint(0, 2)
+            )
+            message: dict[str, Any] = {"role": "system", "content": content, "timestamp": index}
+            if draw.random() < 0.7:
+                names = draw.sample(_SECTION_NAMES, draw.randint(0, 4))
+                message["sections"] = {
+                    name: draw.choice([None, "<A/>", "<B/>", ""]) for name in names
+                }
+            messages.append(message)
+        cases.append({"base": draw.choice(["", "Base."]), "messages": messages})
+    return cases
+
+
+def test_the_system_prompt_is_the_one_pi_ai_1_6_0_sends() -> None:
+    cases = _prompt_cases()
+    node, pi = shutil.which("node"), _pi_dir()
+    if node is not None and pi is not None:
+        result = subprocess.run(
+            [node, str(PI_SCRIPT), str(pi), "prompts"],
+            input=json.dumps(cases),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        expected = json.loads(result.stdout)
+        if os.environ.get("TRIO_AGENT_RECORD_PI") == "1":
+            PI_PROMPTS.write_text(json.dumps({"cases": cases, "prompts": expected}) + "\n")
+    recorded = json.loads(PI_PROMPTS.read_text())
+    assert recorded["cases"] == cases  # what pi was recorded answering is what is asked
+    if node is None or pi is None:
+        expected = recorded["prompts"]
+    ours = []
+    for case in cases:
+        messages = trio_agent.from_json(case["messages"])
+        systems = [m for m in messages if isinstance(m, SystemMessage)]
+        ours.append(trio_agent.system_prompt(case["base"], systems))
+    assert ours == expected
