@@ -808,6 +808,7 @@ async def test_a_run_answers_from_what_the_tool_returned() -> None:
             TextContent("Let me look."),
             ToolCall("faux_0_1", "read", {"path": "a.txt"}),
             stop_reason="toolUse",
+            thinking_level="off",  # what the loop asked the reply for
         ),
         ToolResultMessage(
             tool_call_id="faux_0_1",
@@ -815,7 +816,7 @@ async def test_a_run_answers_from_what_the_tool_returned() -> None:
             content=(TextContent("contents of a.txt"),),
             timestamp=0,
         ),
-        final(TextContent("It says: contents of a.txt")),
+        final(TextContent("It says: contents of a.txt"), thinking_level="off"),
     ]
     actual = [new[0], *(untimed(message) for message in new[1:])]
     expected = (expected_messages, 2, 0, [prompt, *new[1:3]])
@@ -864,6 +865,7 @@ async def test_a_run_aborted_on_the_third_delta_keeps_three_chunks() -> None:
             stop_reason="aborted",
             error_message="Operation aborted",
             error_kind="aborted",
+            thinking_level="off",
         ),
     )
     reply = new[-1]

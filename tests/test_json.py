@@ -8,6 +8,7 @@ import math
 import re
 import sys
 import time
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -52,7 +53,13 @@ from trio_agent import (
     to_json,
 )
 from trio_agent._json import _ALL_MESSAGES, MAX_NESTING
-from trio_agent._messages import UserContent
+from trio_agent._messages import (
+    ReplyThinkingLevel,
+    SystemMessage,
+    ToolDeclaration,
+    ToolReference,
+    UserContent,
+)
 from trio_agent.providers import faux
 
 
@@ -747,9 +754,9 @@ def test_unknown_key_in_a_block_is_an_error() -> None:
 
 def test_unknown_role_is_an_error() -> None:
     expected = (
-        f"invalid transcript:\n  unknown message role 'system' (known: {known_roles()}) @ $[1]"
+        f"invalid transcript:\n  unknown message role 'developer' (known: {known_roles()}) @ $[1]"
     )
-    assert expected == problem_of([USER, {"role": "system", "content": "x"}])
+    assert expected == problem_of([USER, {"role": "developer", "content": "x"}])
 
 
 def test_missing_role_is_an_error() -> None:
@@ -1224,7 +1231,13 @@ counts = st.integers(min_value=0, max_value=2**40)
 amounts = st.floats(min_value=0, allow_nan=False, allow_infinity=False)
 
 costs = st.builds(
-    Cost, input=amounts, output=amounts, cache_read=amounts, cache_write=amounts, total=amounts
+    Cost,
+    input=amounts,
+    output=amounts,
+    cache_read=amounts,
+    cache_write=amounts,
+    total=amounts,
+    total_from_provider=st.booleans(),
 )
 usages = st.builds(
     Usage,
@@ -1232,6 +1245,7 @@ usages = st.builds(
     output=counts,
     cache_read=counts,
     cache_write=counts,
+    reasoning=st.none() | counts,
     total_tokens=counts,
     cost=costs,
 )
@@ -1254,6 +1268,8 @@ def transcripts_of(
         text,
         st.dictionaries(text, values, max_size=4),
         thought_signature=optional_text,
+        namespace=optional_text,
+        arguments_error=optional_text,
     )
     user_messages = st.builds(
         UserMessage,
@@ -1270,6 +1286,27 @@ def transcripts_of(
         stop_reason=st.sampled_from(["stop", "length", "toolUse", "error", "aborted"]),
         error_message=optional_text,
         response_id=optional_text,
+        thinking_level=st.none() | st.sampled_from(typing.get_args(ReplyThinkingLevel)),
+        response_model=optional_text,
+        raw_stop_reason=optional_text,
+        diagnostics=st.none() | st.lists(values, max_size=2).map(tuple),
+        duration=st.none() | st.integers(0, 10**9).map(lambda ms: ms / 1000),
+        timestamp=timestamps,
+    )
+    sections = st.dictionaries(text, optional_text, max_size=3)
+    declarations = st.builds(
+        ToolDeclaration,
+        text,
+        text,
+        st.dictionaries(text, values, max_size=3),
+        constrained_sampling=st.none() | st.just(False) | values,
+    )
+    system_messages = st.builds(
+        SystemMessage,
+        text | st.lists(texts, max_size=3),
+        sections=st.none() | sections,
+        tools_added=st.lists(declarations, max_size=2),
+        tools_removed=st.lists(st.builds(ToolReference, text), max_size=2),
         timestamp=timestamps,
     )
     tool_result_messages = st.builds(
@@ -1284,7 +1321,8 @@ def transcripts_of(
     )
     bookmarks = st.builds(Bookmark, label=text, created_at=timestamps, note=optional_text)
     return st.lists(
-        user_messages | assistant_messages | tool_result_messages | bookmarks, max_size=6
+        user_messages | assistant_messages | tool_result_messages | system_messages | bookmarks,
+        max_size=6,
     )
 
 

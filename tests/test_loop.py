@@ -17,7 +17,7 @@ from trio_agent import (
     AgentMessage,
     AssistantMessage,
     AssistantMessageEvent,
-    Message,
+    LlmMessage,
     MessageEnd,
     MessageStart,
     MessageUpdate,
@@ -314,7 +314,7 @@ async def test_transform_context_and_convert_to_llm_decide_what_the_model_sees()
     async def keep_last(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
         return list(messages)[-1:]
 
-    async def convert(messages: Sequence[AgentMessage]) -> list[Message]:
+    async def convert(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
         converted = await default_convert_to_llm(messages)
         return [UserMessage.text("converted"), *converted]
 
@@ -501,7 +501,8 @@ async def test_a_stream_function_may_return_without_a_terminal_event() -> None:
     messages = await run_agent_loop(
         hi(), AgentContext(), AgentLoopConfig(model=faux.model()), recorder, stream_fn=stream_fn
     )
-    assert messages[-1] is reply
+    # The loop records the thinking level it asked for on the reply (off here).
+    assert messages[-1] == attrs.evolve(reply, thinking_level="off")
     check_event_grammar(recorder.events)
 
 
@@ -555,8 +556,8 @@ async def test_what_a_stream_function_emits_out_of_place_is_not_passed_on(
         hi(), AgentContext(), AgentLoopConfig(model=faux.model()), recorder, stream_fn=stream_fn
     )
     check_event_grammar(recorder.events)
-    final = _DONE if "done" in script else _FAILED
-    assert messages[-1] is final
+    final = attrs.evolve(_DONE if "done" in script else _FAILED, thinking_level="off")
+    assert messages[-1] == final
     # The reply's events: after agent_start, turn_start and the prompt's two.
     reply = recorder.events[4:]
     started = "start" in script  # else block events come before any start: none is passed on

@@ -82,17 +82,24 @@ from ._messages import Cost as Cost
 from ._messages import CustomMessage as CustomMessage
 from ._messages import ErrorKind as ErrorKind
 from ._messages import ImageContent as ImageContent
+from ._messages import LlmMessage as LlmMessage
 from ._messages import Message as Message
+from ._messages import ReplyThinkingLevel as ReplyThinkingLevel
 from ._messages import StopReason as StopReason
+from ._messages import SystemContent as SystemContent
+from ._messages import SystemMessage as SystemMessage
 from ._messages import TextContent as TextContent
 from ._messages import ThinkingContent as ThinkingContent
 from ._messages import ToolCall as ToolCall
+from ._messages import ToolDeclaration as ToolDeclaration
+from ._messages import ToolReference as ToolReference
 from ._messages import ToolResult as ToolResult
 from ._messages import ToolResultContent as ToolResultContent
 from ._messages import ToolResultMessage as ToolResultMessage
 from ._messages import Usage as Usage
 from ._messages import UserContent as UserContent
 from ._messages import UserMessage as UserMessage
+from ._messages import system_prompt as system_prompt
 from ._model import Model as Model
 from ._model import ModelCost as ModelCost
 from ._model import ModelCostTier as ModelCostTier
@@ -141,6 +148,7 @@ __all__ = [
     "ExecutionMode",
     "ImageContent",
     "LlmContext",
+    "LlmMessage",
     "Message",
     "MessageEnd",
     "MessageStart",
@@ -151,6 +159,7 @@ __all__ = [
     "NextTurn",
     "QueueMode",
     "ReasoningLevel",
+    "ReplyThinkingLevel",
     "RequestContext",
     "RequestUpdate",
     "StopReason",
@@ -159,6 +168,8 @@ __all__ = [
     "StreamFn",
     "StreamOptions",
     "StreamStart",
+    "SystemContent",
+    "SystemMessage",
     "TextContent",
     "TextDelta",
     "TextEnd",
@@ -174,12 +185,14 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "ToolDeclaration",
     "ToolDefinitionError",
     "ToolExecute",
     "ToolExecution",
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",
+    "ToolReference",
     "ToolResult",
     "ToolResultContent",
     "ToolResultMessage",
@@ -203,6 +216,7 @@ __all__ = [
     "register_message_kind",
     "run_agent_loop",
     "run_agent_loop_continue",
+    "system_prompt",
     "to_json",
     "tool",
 ]

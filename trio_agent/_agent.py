@@ -53,7 +53,14 @@ from ._errors import TrioAgentError
 from ._events import AgentEvent, MessageStart, MessageUpdate
 from ._execution import ABORTED
 from ._loop import Run, check_stream_fn, default_convert_to_llm, drive
-from ._messages import AgentMessage, ImageContent, Message, TextContent, UserMessage
+from ._messages import (
+    AgentMessage,
+    ImageContent,
+    LlmMessage,
+    SystemMessage,
+    TextContent,
+    UserMessage,
+)
 from ._model import Model
 from ._stream import CacheRetention, StreamFn, Timeouts
 from ._tools import AgentTool
@@ -240,7 +247,7 @@ class Agent:
         thinking_level: ThinkingLevel = "off",
         stream_fn: StreamFn | None = None,
         convert_to_llm: (
-            Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None
+            Callable[[Sequence[AgentMessage]], Awaitable[Sequence[LlmMessage]]] | None
         ) = None,
         transform_context: (
             Callable[[Sequence[AgentMessage]], Awaitable[Sequence[AgentMessage]]] | None
@@ -643,13 +650,14 @@ class Agent:
         again. If it ends with the assistant's reply, the queued steering
         messages are run as the prompt (one or all, by mode), else the queued
         follow-ups; with neither, ``ValueError("Cannot continue from message
-        role: assistant")``. An empty transcript is ``ValueError("No messages
-        to continue from")``. Otherwise as :meth:`prompt`. Always a checkpoint.
+        role: assistant")``. An empty transcript, or one of system messages
+        alone, is ``ValueError("No messages to continue from")``. Otherwise as
+        :meth:`prompt`. Always a checkpoint.
         """
         if self._run is not None:
             await trio.lowlevel.checkpoint()
             raise AgentBusyError(_BUSY_CONTINUE)
-        if not self._messages:
+        if all(isinstance(message, SystemMessage) for message in self._messages):
             await trio.lowlevel.checkpoint()
             raise ValueError("No messages to continue from")
         if self._messages[-1].role == "assistant":

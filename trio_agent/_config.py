@@ -13,7 +13,7 @@ from ._budget import Budget
 from ._messages import (
     AgentMessage,
     AssistantMessage,
-    Message,
+    LlmMessage,
     ToolCall,
     ToolResult,
     ToolResultContent,
@@ -270,7 +270,7 @@ class AgentLoopConfig:
     tool_time_limit: float | None = attrs.field(default=None)
     max_parallel_tools: int | None = attrs.field(default=None)
     budget: Budget | None = attrs.field(default=None)
-    convert_to_llm: Callable[[Sequence[AgentMessage]], Awaitable[Sequence[Message]]] | None = (
+    convert_to_llm: Callable[[Sequence[AgentMessage]], Awaitable[Sequence[LlmMessage]]] | None = (
         attrs.field(default=None, validator=_async_hook)
     )
     transform_context: (

@@ -32,6 +32,10 @@ parser can follow, numbers no float can hold, and wrong types at any depth.
 It repairs what :func:`dumps` would have: a lone surrogate in a string (a
 ``\\udXXX`` escape, as ``JSON.stringify`` writes one) is read as U+FFFD, and a
 ``null`` in a number field (a cost: where ``JSON.stringify`` wrote a NaN) as NaN.
+
+A reply's ``duration`` (seconds) is pi's ``durationMs``: written in milliseconds to
+the microsecond, and read back as that many seconds; one that is not finite is
+written as ``null`` and read back as None.
 """
 
 from __future__ import annotations
@@ -83,9 +87,14 @@ from ._messages import (
     ErrorKind,
     ImageContent,
     Message,
+    ReplyThinkingLevel,
+    SystemContent,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolDeclaration,
+    ToolReference,
     ToolResult,
     ToolResultMessage,
     Usage,
@@ -214,7 +223,20 @@ _OMITTED_WHEN: dict[str, object] = {
     "usage": None,
     "terminate": None,
     "cacheWrite1h": 0,
+    "thinkingLevel": None,
+    "responseModel": None,
+    "rawStopReason": None,
+    "diagnostics": None,
+    "durationMs": None,
+    "reasoning": None,
+    "totalFromProvider": False,
+    "namespace": None,
+    "argumentsError": None,
+    "sections": None,
+    "constrainedSampling": None,
 }
+# Keys left out of the JSON when they hold an empty list (pi leaves out an empty tool change).
+_OMITTED_WHEN_EMPTY = ("toolsAdded", "toolsRemoved")
 
 
 _LONG_INT_BITS = 14_000  # fewer bits: fewer than 4,300 digits, Python's default limit
@@ -293,10 +315,33 @@ def _free_form(what: str) -> Callable[[Any], Any]:
 
 
 def _is_free_form(into: Any) -> bool:
-    return into is Any or (typing.get_origin(into) is dict and typing.get_args(into)[1:] == (Any,))
+    return (
+        into is Any
+        or (typing.get_origin(into) is dict and typing.get_args(into)[1:] == (Any,))
+        or into == tuple[Any, ...] | None
+    )
 
 
-_KEYS: dict[tuple[type[Any], str], str] = {(Usage, "cache_write_long"): "cacheWrite1h"}
+def _milliseconds_structure(value: Any, _: Any) -> float | None:
+    """A duration in JSON milliseconds (pi's ``durationMs``) read as seconds; ``null`` as None."""
+    if value is None:
+        return None
+    return _number(value, None) / 1000
+
+
+def _milliseconds_unstructure(value: float | None) -> float | int | None:
+    """A duration in seconds written as pi's milliseconds, to the microsecond (a whole
+    number as an integer, as pi writes it)."""
+    if value is None:
+        return None
+    milliseconds = round(value * 1000, 3)
+    return int(milliseconds) if milliseconds.is_integer() else milliseconds
+
+
+_KEYS: dict[tuple[type[Any], str], str] = {
+    (Usage, "cache_write_long"): "cacheWrite1h",
+    (AssistantMessage, "duration"): "durationMs",
+}
 """Fields whose JSON key is pi's own name, not their name in camelCase."""
 _KEY_NAMES = {name: key for (_, name), key in _KEYS.items()}
 """The same keys by field name, for the paths of error messages."""
@@ -315,13 +360,21 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
     except Exception:  # a name an annotation uses is not where Python can find it
         types = {field.name: field.type for field in fields}
     renames = {
-        field.name: override(
-            rename=_KEYS.get((cls, field.name)) or _camel(field.alias),
-            unstruct_hook=(
-                _free_form(f"{cls.__name__}.{field.name}")
-                if _is_free_form(types.get(field.name))
-                else None
-            ),
+        field.name: (
+            override(
+                rename=_KEYS[cls, field.name],
+                struct_hook=_milliseconds_structure,
+                unstruct_hook=_milliseconds_unstructure,
+            )
+            if _KEYS.get((cls, field.name)) == "durationMs"
+            else override(
+                rename=_KEYS.get((cls, field.name)) or _camel(field.alias),
+                unstruct_hook=(
+                    _free_form(f"{cls.__name__}.{field.name}")
+                    if _is_free_form(types.get(field.name))
+                    else None
+                ),
+            )
         )
         for field in fields
         if field.init
@@ -339,6 +392,9 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
                 # Of the same type too: ``False == 0``, and a flag is not a count.
                 if value is omitted or (type(value) is type(omitted) and value == omitted):
                     del data[key]
+        for key in _OMITTED_WHEN_EMPTY:
+            if key in data and not data[key]:
+                del data[key]
         return data if tag_name is None else {tag_name: tag, **data}
 
     def from_json(data: Any, _: Any) -> Any:
@@ -362,6 +418,9 @@ _DATA_CLASSES: tuple[tuple[type[Any], str | None], ...] = (
     (ThinkingContent, "type"),
     (ImageContent, "type"),
     (ToolCall, "type"),
+    (ToolDeclaration, None),
+    (ToolReference, None),
+    (SystemMessage, "role"),
     (UserMessage, "role"),
     (AssistantMessage, "role"),
     (ToolResultMessage, "role"),
@@ -392,6 +451,7 @@ _ASSISTANT_BLOCKS: dict[str, type[Any]] = {
     "toolCall": ToolCall,
 }
 _MESSAGES: dict[str, type[Any]] = {
+    "system": SystemMessage,
     "user": UserMessage,
     "assistant": AssistantMessage,
     "toolResult": ToolResultMessage,
@@ -416,6 +476,46 @@ def _user_content(data: Any, _: Any) -> str | tuple[UserContent, ...]:
 
 
 _converter.register_structure_hook(str | tuple[UserContent, ...], _user_content)
+
+
+def _system_content(data: Any, _: Any) -> str | tuple[SystemContent, ...]:
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, list | tuple):
+        raise TypeError(f"expected a string or a JSON array of text blocks, got {_shown(data)}")
+    content: tuple[SystemContent, ...] = _converter.structure(data, tuple[TextContent, ...])
+    return content
+
+
+_converter.register_structure_hook(str | tuple[SystemContent, ...], _system_content)
+
+
+def _sections(data: Any, _: Any) -> dict[str, str | None] | None:
+    """A system message's ``sections``: a JSON object of strings and nulls, or null."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object of sections, got {_shown(data)}")
+    for name, value in data.items():
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"expected a string or null for section {name!r}, got {_shown(value)}")
+    return dict(data)
+
+
+_converter.register_structure_hook(dict[str, str | None] | None, _sections)
+
+_REPLY_THINKING_LEVELS = typing.get_args(ReplyThinkingLevel)
+
+
+def _thinking_level(data: Any, _: Any) -> ReplyThinkingLevel | None:
+    if data is None or data in _REPLY_THINKING_LEVELS:
+        level: ReplyThinkingLevel | None = data
+        return level
+    choices = ", ".join(repr(choice) for choice in _REPLY_THINKING_LEVELS)
+    raise ValueError(f"expected one of {choices} or null, got {_shown(data)}")
+
+
+_converter.register_structure_hook(ReplyThinkingLevel | None, _thinking_level)
 
 _ERROR_KINDS = typing.get_args(ErrorKind)
 

@@ -26,7 +26,7 @@ docs/design.md, "Where trio_agent differs from pi-agent-core".
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import attrs
 import trio
@@ -64,14 +64,17 @@ from ._messages import (
     AgentMessage,
     AssistantMessage,
     ErrorKind,
+    LlmMessage,
     Message,
     StopReason,
+    SystemMessage,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    system_prompt,
 )
 from ._model import Model
-from ._stream import LlmContext, StreamFn, StreamOptions
+from ._stream import LlmContext, StreamFn, StreamOptions, with_thinking_level
 from ._tools import AgentTool
 from ._views import Prefix
 from .providers import get_stream_fn
@@ -87,7 +90,7 @@ _llm_context: Callable[[str, Sequence[Message], Sequence[AgentTool]], LlmContext
     LlmContext
 )
 # The most common first: isinstance() stops at the first match.
-_LLM_TYPES = (ToolResultMessage, AssistantMessage, UserMessage)
+_LLM_TYPES = (ToolResultMessage, AssistantMessage, UserMessage, SystemMessage)
 _BLOCK_EVENTS = frozenset(
     {
         "text_start",
@@ -103,14 +106,25 @@ _BLOCK_EVENTS = frozenset(
 )
 
 
-async def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[Message]:
-    """Keep the user, assistant and tool-result messages; leave out custom kinds.
+async def default_convert_to_llm(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
+    """Keep the system, user, assistant and tool-result messages; leave out custom kinds.
 
     The loop does not call it when it is the configured hook (it keeps the
     same filter incrementally). A checkpoint.
     """
     await trio.lowlevel.checkpoint()
     return [message for message in messages if isinstance(message, _LLM_TYPES)]
+
+
+def _folded_context(
+    prompt: str, messages: Sequence[LlmMessage], tools: Sequence[AgentTool]
+) -> LlmContext:
+    """The request of a transcript that holds system messages, as pi 1.6.0 makes it for a
+    model that takes none mid-conversation: their prompts folded into the system prompt
+    (:func:`~trio_agent._messages.system_prompt`), the messages without them."""
+    system = [message for message in messages if isinstance(message, SystemMessage)]
+    rest: list[Message] = [m for m in messages if not isinstance(m, SystemMessage)]
+    return _llm_context(system_prompt(prompt, system), rest, tools)
 
 
 _NO_NAMES: frozenset[str] = frozenset()
@@ -260,8 +274,9 @@ class Run:
         self.messages: list[AgentMessage] = list(context.messages)
         self.new_messages: list[AgentMessage] = []
         # What the model sees, kept incrementally for the default convert_to_llm.
-        self._llm_messages: list[Message] = []
+        self._llm_messages: list[LlmMessage] = []
         self._llm_seen = 0
+        self._llm_system = False  # whether the view has a system message (to fold)
         self._options: StreamOptions | None = None
         self.nursery: trio.Nursery
         self.tool_calls: ToolCalls | None = None  # made for the first batch that runs
@@ -371,9 +386,14 @@ class Run:
                 stop_reason=ending.stop_reason,
                 error_message=ending.text,
                 error_kind=kind,
+                thinking_level=self.reasoning or "off",
             )
         return attrs.evolve(
-            base, stop_reason=ending.stop_reason, error_message=ending.text, error_kind=kind
+            base,
+            stop_reason=ending.stop_reason,
+            error_message=ending.text,
+            error_kind=kind,
+            thinking_level=self.reasoning or "off",
         )
 
     # -- the steps, each written once: the live path emits what they yield -----------------
@@ -624,6 +644,7 @@ class Run:
             self._use_tools(context.tools)
             self._llm_messages = []
             self._llm_seen = 0
+            self._llm_system = False
         if next_turn.model is not None:
             self.model = next_turn.model
         if next_turn.thinking_level is not None:
@@ -633,7 +654,7 @@ class Run:
 
     # -- streaming the reply ---------------------------------------------------------------------
 
-    async def _llm_view(self) -> Sequence[Message]:
+    async def _llm_view(self) -> Sequence[LlmMessage]:
         config = self.config
         convert = config.convert_to_llm
         if config.transform_context is not None:
@@ -642,16 +663,19 @@ class Run:
             # The default filter, kept incrementally: O(new messages) per turn.
             seen = self.messages
             kept = self._llm_messages
-            kept += [
-                message for message in seen[self._llm_seen :] if isinstance(message, _LLM_TYPES)
-            ]
+            new = seen[self._llm_seen :]
+            kept += [message for message in new if isinstance(message, _LLM_TYPES)]
             self._llm_seen = len(seen)
+            if not self._llm_system:
+                self._llm_system = SystemMessage in map(type, new)
             return Prefix(kept)
         else:
             messages = Prefix(self.messages)
         if convert is None:
             convert = default_convert_to_llm
-        return await convert(messages)
+        view = await convert(messages)
+        self._llm_system = any(isinstance(message, SystemMessage) for message in view)
+        return view
 
     def _stream_options(self, api_key: str | None) -> StreamOptions:
         options = self._options
@@ -668,6 +692,7 @@ class Run:
                 max_retries=config.max_retries,
                 max_retry_delay=config.max_retry_delay,
                 timeouts=config.timeouts,
+                thinking_level=self.reasoning or "off",
             )
             self._options = options
         return options
@@ -687,7 +712,12 @@ class Run:
             api_key = await config.get_api_key(self.model.provider)
         options = self._stream_options(api_key or config.api_key)
         await self.stop_if_cancelled()  # an abort sends no further request (nor an interrupt)
-        context = _llm_context(self.system_prompt, llm_messages, self.tools)
+        if self._llm_system:
+            context = _folded_context(self.system_prompt, llm_messages, self.tools)
+        else:  # no system message in the view: the messages a provider sends
+            context = _llm_context(
+                self.system_prompt, cast("Sequence[Message]", llm_messages), self.tools
+            )
         stream_fn = self.stream_fn or get_stream_fn(self.model.api)
         try:
             returned = await stream_fn(self.model, context, options, self._on_stream_event)
@@ -701,6 +731,9 @@ class Run:
                     "not an AssistantMessage, and emitted no done or error event"
                 )
             final = returned
+        level = self.reasoning or "off"  # what the options asked the reply to record
+        if final.thinking_level != level:  # a stream function that does not record it
+            final = with_thinking_level(final, level)
         for event in self.settle_events(final, reply.started):
             await self.emit(event)
         return final

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 import attrs
 
 from ._frozen import fast_init
+
+_V = TypeVar("_V")
 
 __all__ = [
     "AgentMessage",
@@ -34,11 +36,17 @@ __all__ = [
     "CustomMessage",
     "ErrorKind",
     "ImageContent",
+    "LlmMessage",
     "Message",
+    "ReplyThinkingLevel",
     "StopReason",
+    "SystemContent",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "ToolCall",
+    "ToolDeclaration",
+    "ToolReference",
     "ToolResult",
     "ToolResultContent",
     "ToolResultMessage",
@@ -46,6 +54,7 @@ __all__ = [
     "UserContent",
     "UserMessage",
     "now_ms",
+    "system_prompt",
 ]
 
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
@@ -81,6 +90,11 @@ ErrorKind: TypeAlias = Literal[
   JSON or not of the API's shape, an event past the size limit).
 - ``aborted``: the run was aborted while the reply streamed (``stop_reason="aborted"``).
 """
+
+
+ReplyThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+"""The thinking level the loop asked a reply for (an assistant message's ``thinking_level``):
+pi's levels, ``"max"`` included, which pi 1.6.0 writes for the models that have it."""
 
 
 def now_ms() -> int:
@@ -129,13 +143,20 @@ class ImageContent:
 @fast_init
 @attrs.frozen
 class ToolCall:
-    """A request from the model to run tool ``name`` with ``arguments`` (a parsed JSON object)."""
+    """A request from the model to run tool ``name`` with ``arguments`` (a parsed JSON object).
+
+    ``namespace`` (OpenAI Responses' namespace of a namespaced tool) and ``arguments_error``
+    (why the model's arguments text was not a JSON object) are kept as pi 1.6.0 writes them
+    in a transcript; None for the calls trio_agent's providers read.
+    """
 
     type: ClassVar[Literal["toolCall"]] = "toolCall"
     id: str
     name: str
     arguments: dict[str, Any] = attrs.field(factory=dict)
     thought_signature: str | None = attrs.field(default=None, kw_only=True)
+    namespace: str | None = attrs.field(default=None, kw_only=True)
+    arguments_error: str | None = attrs.field(default=None, kw_only=True)
 
 
 UserContent: TypeAlias = TextContent | ImageContent
@@ -169,6 +190,9 @@ class Cost:
     cache_read: float = 0.0
     cache_write: float = 0.0
     total: float = 0.0
+    total_from_provider: bool = False
+    """Whether ``total`` is what the provider billed rather than the cost table's estimate (pi
+    1.6.0's ``totalFromProvider``, left out of the JSON when false)."""
 
 
 @fast_init
@@ -187,6 +211,9 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
     cache_write_long: int = 0
+    reasoning: int | None = None
+    """The reasoning tokens of ``output`` (a part of it), where the provider reports them (pi
+    1.6.0's ``reasoning``, left out of the JSON when None)."""
     total_tokens: int = 0
     cost: Cost = Cost()
 
@@ -194,6 +221,130 @@ class Usage:
 _NO_USAGE = Usage()
 
 # --- messages -----------------------------------------------------------------
+
+
+@fast_init
+@attrs.frozen
+class ToolDeclaration:
+    """A tool as a transcript declares it to the model (pi's ``Tool``): its name, its
+    description and the JSON Schema of its arguments. ``constrained_sampling`` is pi's
+    ``constrainedSampling`` setting (``false`` or an object), kept as read; None when absent.
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = attrs.field(factory=dict)
+    constrained_sampling: Any = attrs.field(default=None, kw_only=True)
+
+
+@fast_init
+@attrs.frozen
+class ToolReference:
+    """A tool named by a transcript's ``tools_removed`` (pi's ``ToolReference``)."""
+
+    name: str
+
+
+SystemContent: TypeAlias = TextContent
+
+
+def _system_content(value: str | Iterable[SystemContent]) -> str | tuple[SystemContent, ...]:
+    return value if isinstance(value, str) else tuple(value)
+
+
+def _declarations(value: Iterable[ToolDeclaration]) -> tuple[ToolDeclaration, ...]:
+    return tuple(value)
+
+
+def _references(value: Iterable[ToolReference]) -> tuple[ToolReference, ...]:
+    return tuple(value)
+
+
+def _content_text(content: str | tuple[SystemContent, ...]) -> str:
+    return content if isinstance(content, str) else "\n".join(block.text for block in content)
+
+
+@fast_init
+@attrs.frozen
+class SystemMessage:
+    """System instructions and tool declarations at one point of a transcript (pi 1.6.0).
+
+    The first system message of a transcript holds the system prompt; a later one changes
+    it: ``content`` adds instructions from there on, ``sections`` (named prompt sections,
+    rendered in order after the content) replaces sections by name, or removes one whose
+    value is None, and ``tools_added`` / ``tools_removed`` declare the tools that become
+    available, or stop being, at that point.
+
+    pi-agent-core 1.6.0 writes such messages; :func:`trio_agent.loads` reads them and
+    :func:`trio_agent.dumps` writes them back. The loop sends them as pi does for every model
+    of the four APIs (none takes system messages mid-conversation): folded into the request's
+    system prompt (:func:`system_prompt`) and left out of its messages. The model is offered
+    the run's own tools (what pi-agent-core declares, with a system message of tool changes,
+    before each request); the declarations stay in the transcript.
+    """
+
+    role: ClassVar[Literal["system"]] = "system"
+    content: str | tuple[SystemContent, ...] = attrs.field(default="", converter=_system_content)
+    sections: dict[str, str | None] | None = attrs.field(default=None, kw_only=True)
+    tools_added: tuple[ToolDeclaration, ...] = attrs.field(
+        default=(), converter=_declarations, kw_only=True
+    )
+    tools_removed: tuple[ToolReference, ...] = attrs.field(
+        default=(), converter=_references, kw_only=True
+    )
+    timestamp: int = attrs.field(factory=now_ms, kw_only=True)
+
+    @property
+    def text(self) -> str:
+        """The message as a prompt: its content (text blocks joined by newlines), then the
+        text of each section that is not None, joined by blank lines (pi's
+        ``getSystemMessageText``)."""
+        parts = [_content_text(self.content)]
+        parts += [text for text in _ordered(self.sections or {}).values() if text is not None]
+        return "\n\n".join(part for part in parts if part)
+
+
+_INDEX_LIMIT = 2**32 - 1
+
+
+def _is_index(name: str) -> bool:
+    """Whether JavaScript orders object key ``name`` as an array index (before the others)."""
+    if not (name.isascii() and name.isdigit()) or (name[0] == "0" and name != "0"):
+        return False
+    return len(name) <= 10 and int(name) < _INDEX_LIMIT
+
+
+def _ordered(mapping: dict[str, _V]) -> dict[str, _V]:
+    """``mapping`` in the order a JavaScript object keeps its keys: array-index keys first,
+    ascending, then the others in insertion order (the order pi reads sections in)."""
+    if not any(_is_index(name) for name in mapping):
+        return mapping
+    indexes = sorted((name for name in mapping if _is_index(name)), key=int)
+    ordered = {name: mapping[name] for name in indexes}
+    ordered.update((name, value) for name, value in mapping.items() if not _is_index(name))
+    return ordered
+
+
+def system_prompt(base: str, messages: Iterable[SystemMessage]) -> str:
+    """The system prompt of a request: ``base`` (the run's ``system_prompt``) and then
+    ``messages`` (the transcript's system messages, in order) replayed as pi 1.6.0 replays
+    them for a model that takes no system message mid-conversation (``normalizeContext``,
+    then ``collapseSystemMessages``): every non-empty text joined by blank lines, then the
+    current sections, each set by the last message that names it and gone once a message
+    removes it (set to None)."""
+    contents = [base] if base else []
+    sections: dict[str, str] = {}
+    for message in messages:
+        text = _content_text(message.content)
+        if text:
+            contents.append(text)
+        for name, value in _ordered(message.sections or {}).items():
+            if value is None:
+                sections.pop(name, None)
+            else:
+                sections[name] = value
+    parts = ["\n\n".join(contents), *_ordered(sections).values()]
+    return "\n\n".join(part for part in parts if part)
 
 
 @fast_init
@@ -229,6 +380,15 @@ class AssistantMessage:
     effort the provider was asked to reply at, where it needs that to replay the
     message (Anthropic models whose effort is set mid-conversation); None
     elsewhere.
+
+    ``thinking_level`` is the thinking level the agent loop asked the reply for (``"off"``
+    when it asked for none), set by the loop on every reply it makes, a failed or aborted
+    one included, as pi-agent-core 1.6.0 does; None on a reply made outside the loop and on
+    one read from an older transcript. ``response_model`` (the model the server said
+    answered, where it differs), ``raw_stop_reason`` (the provider's own stop reason),
+    ``diagnostics`` (pi's records of what went wrong, as JSON) and ``duration`` (seconds
+    from ``timestamp`` to the reply's end; ``durationMs`` in JSON) are kept as a pi 1.6.0
+    transcript holds them; trio_agent's providers leave them None.
     """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
@@ -244,6 +404,11 @@ class AssistantMessage:
     retry_after: float | None = None
     response_id: str | None = None
     provider_thinking_level: str | None = None
+    thinking_level: ReplyThinkingLevel | None = None
+    response_model: str | None = None
+    raw_stop_reason: str | None = None
+    diagnostics: tuple[Any, ...] | None = None
+    duration: float | None = None
     timestamp: int = attrs.field(factory=now_ms)
 
     @property
@@ -294,7 +459,8 @@ class ToolResult:
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
-"""The messages a model understands."""
+"""The messages a provider sends to the model (the loop folds system messages into the
+system prompt before it calls one)."""
 
 
 class CustomMessage(Protocol):
@@ -308,5 +474,9 @@ class CustomMessage(Protocol):
     def role(self) -> str: ...
 
 
-AgentMessage: TypeAlias = Message | CustomMessage
+LlmMessage: TypeAlias = Message | SystemMessage
+"""What ``convert_to_llm`` gives the model to see: pi 1.6.0's ``Message``, system messages
+included."""
+
+AgentMessage: TypeAlias = Message | SystemMessage | CustomMessage
 """Anything a transcript may hold."""

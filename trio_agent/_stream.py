@@ -56,6 +56,7 @@ from ._messages import (
     AssistantMessage,
     ErrorKind,
     Message,
+    ReplyThinkingLevel,
     StopReason,
     TextContent,
     ThinkingContent,
@@ -152,7 +153,9 @@ class StreamOptions:
     ``session_id`` names the conversation: the providers send it as the prompt
     cache key and session headers the service routes by, so that requests of one
     conversation land where its cache is. ``cache_retention`` is how long that
-    cache should live (see :data:`CacheRetention`).
+    cache should live (see :data:`CacheRetention`). ``thinking_level`` is recorded
+    on the reply as its ``thinking_level`` (the agent loop sets the level it asks
+    for, ``"off"`` included; None, the default, records none).
     """
 
     api_key: str | None = attrs.field(
@@ -167,6 +170,7 @@ class StreamOptions:
     max_retries: int = 2
     max_retry_delay: float = 60.0
     timeouts: Timeouts = Timeouts()
+    thinking_level: ReplyThinkingLevel | None = None
 
 
 Emit: TypeAlias = Callable[[AssistantMessageEvent], Awaitable[None]]
@@ -213,7 +217,9 @@ _NO_USAGE = Usage()
 # or two per delta.
 _text_content: Callable[[str, str | None], TextContent] = maker(TextContent)
 _thinking_content: Callable[[str, str | None, bool], ThinkingContent] = maker(ThinkingContent)
-_tool_call: Callable[[str, str, dict[str, Any], str | None], ToolCall] = maker(ToolCall)
+_tool_call: Callable[[str, str, dict[str, Any], str | None, str | None, str | None], ToolCall] = (
+    maker(ToolCall)
+)
 _assistant_message: Callable[
     [
         tuple[AssistantContent, ...],  # content
@@ -228,10 +234,42 @@ _assistant_message: Callable[
         float | None,  # retry_after
         str | None,  # response_id
         str | None,  # provider_thinking_level
+        ReplyThinkingLevel | None,  # thinking_level
+        str | None,  # response_model
+        str | None,  # raw_stop_reason
+        tuple[Any, ...] | None,  # diagnostics
+        float | None,  # duration
         int,  # timestamp
     ],
     AssistantMessage,
 ] = maker(AssistantMessage)
+
+
+def with_thinking_level(message: AssistantMessage, level: ReplyThinkingLevel) -> AssistantMessage:
+    """``message`` with its ``thinking_level`` set to ``level`` (as ``attrs.evolve``, for the
+    loop's once-per-reply path at a fraction of its cost)."""
+    return _assistant_message(
+        message.content,
+        message.api,
+        message.provider,
+        message.model,
+        message.usage,
+        message.stop_reason,
+        message.error_message,
+        message.error_kind,
+        message.http_status,
+        message.retry_after,
+        message.response_id,
+        message.provider_thinking_level,
+        level,
+        message.response_model,
+        message.raw_stop_reason,
+        message.diagnostics,
+        message.duration,
+        message.timestamp,
+    )
+
+
 _text_start: Callable[[int, _Snapshot], TextStart] = maker(TextStart)
 _text_delta: Callable[[int, str, _Snapshot], TextDelta] = maker(TextDelta)
 _text_end: Callable[[int, str, _Snapshot], TextEnd] = maker(TextEnd)
@@ -254,7 +292,7 @@ def _close(
         return _text_content(block.text_upto(count), signature)
     if block.kind == "thinking":
         return _thinking_content(block.text_upto(count), signature, block.redacted)
-    return _tool_call(block.id, block.name, arguments, signature)
+    return _tool_call(block.id, block.name, arguments, signature, None, None)
 
 
 class _Frame:
@@ -333,6 +371,11 @@ class _Snapshot:
                 None,  # retry_after
                 frame.response_id,
                 builder._thinking_level,
+                None,  # thinking_level
+                None,  # response_model
+                None,  # raw_stop_reason
+                None,  # diagnostics
+                None,  # duration
                 frame.timestamp,
             )
         return message
@@ -396,6 +439,7 @@ class AssistantMessageBuilder:
         "_model",
         "_open",
         "_provider",
+        "_reply_level",
         "_response_id",
         "_signature",
         "_thinking_level",
@@ -404,12 +448,19 @@ class AssistantMessageBuilder:
     )
 
     def __init__(
-        self, *, api: str, provider: str, model: str, provider_thinking_level: str | None = None
+        self,
+        *,
+        api: str,
+        provider: str,
+        model: str,
+        provider_thinking_level: str | None = None,
+        thinking_level: ReplyThinkingLevel | None = None,
     ) -> None:
         self._api = api
         self._provider = provider
         self._model = model
         self._thinking_level = provider_thinking_level
+        self._reply_level = thinking_level
         self._done: list[AssistantContent] = []  # only appended to: snapshots keep a length
         self._open: _OpenBlock | None = None
         self._signature: str | None = None
@@ -497,6 +548,11 @@ class AssistantMessageBuilder:
             None,
             self._response_id,
             self._thinking_level,
+            self._reply_level,
+            None,  # response_model
+            None,  # raw_stop_reason
+            None,  # diagnostics
+            None,  # duration
             self._timestamp,
         )
 
@@ -626,7 +682,7 @@ class AssistantMessageBuilder:
         # _finish_open(), for the one kind the block can be here (once per call).
         done = self._done
         index = len(done)
-        call = _tool_call(block.id, block.name, block.arguments, self._signature)
+        call = _tool_call(block.id, block.name, block.arguments, self._signature, None, None)
         done.append(call)
         self._open = None
         self._signature = None

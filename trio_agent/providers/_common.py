@@ -637,10 +637,15 @@ class HttpProvider:
                 provider=provider,
                 model=model.id,
                 provider_thinking_level=level,
+                thinking_level=options.thinking_level,
             )
         else:
             builder = AssistantMessageBuilder(
-                api=model.api, provider=provider, model=model.id, provider_thinking_level=level
+                api=model.api,
+                provider=provider,
+                model=model.id,
+                provider_thinking_level=level,
+                thinking_level=options.thinking_level,
             )
             if self.needs_key(model):
                 missing = ProviderFailure(self.missing_key(model), kind="authentication")

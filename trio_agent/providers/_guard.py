@@ -37,7 +37,14 @@ from .._events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from .._messages import AssistantContent, AssistantMessage, TextContent, ThinkingContent, ToolCall
+from .._messages import (
+    AssistantContent,
+    AssistantMessage,
+    ReplyThinkingLevel,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+)
 from .._stream import AssistantMessageBuilder, _Kind
 
 __all__ = ["GuardedBuilder", "KeyFilter", "clean_value"]
@@ -225,9 +232,14 @@ class GuardedBuilder(AssistantMessageBuilder):
         provider: str,
         model: str,
         provider_thinking_level: str | None = None,
+        thinking_level: ReplyThinkingLevel | None = None,
     ) -> None:
         super().__init__(
-            api=api, provider=provider, model=model, provider_thinking_level=provider_thinking_level
+            api=api,
+            provider=provider,
+            model=model,
+            provider_thinking_level=provider_thinking_level,
+            thinking_level=thinking_level,
         )
         self._secret = secret
         self._filter = KeyFilter(secret)

@@ -341,7 +341,9 @@ async def stream(
     if spec.raises is not None:
         raise spec.raises
 
-    builder = AssistantMessageBuilder(api="faux", provider=model.provider, model=model.id)
+    builder = AssistantMessageBuilder(
+        api="faux", provider=model.provider, model=model.id, thinking_level=options.thinking_level
+    )
     builder.usage = spec.usage
     stop_reason = spec.stop_reason or "stop"
     error_message = spec.error_message or _DEFAULT_ERRORS.get(stop_reason)
