@@ -204,8 +204,7 @@ def test_a_maker_takes_every_field_positionally_and_nothing_else() -> None:
         "name",
         "arguments",
         "thought_signature",
-        "namespace",
-        "arguments_error",
+        "extra",
     ]
     with pytest.raises(TypeError):
         make("c1", "f", {})  # no defaults

@@ -1268,8 +1268,10 @@ def transcripts_of(
         text,
         st.dictionaries(text, values, max_size=4),
         thought_signature=optional_text,
-        namespace=optional_text,
-        arguments_error=optional_text,
+        extra=st.none()
+        | st.fixed_dictionaries({}, optional={"namespace": text, "argumentsError": text}).filter(
+            bool  # an empty extra is written as none
+        ),
     )
     user_messages = st.builds(
         UserMessage,
@@ -1287,10 +1289,16 @@ def transcripts_of(
         error_message=optional_text,
         response_id=optional_text,
         thinking_level=st.none() | st.sampled_from(typing.get_args(ReplyThinkingLevel)),
-        response_model=optional_text,
-        raw_stop_reason=optional_text,
-        diagnostics=st.none() | st.lists(values, max_size=2).map(tuple),
-        duration=st.none() | st.integers(0, 10**9).map(lambda ms: ms / 1000),
+        extra=st.none()
+        | st.fixed_dictionaries(
+            {},
+            optional={
+                "responseModel": text,
+                "rawStopReason": text,
+                "diagnostics": st.lists(values, max_size=2),
+                "durationMs": st.integers(0, 10**9) | st.floats(0, 1e9),
+            },
+        ).filter(bool),  # an empty extra is written as none
         timestamp=timestamps,
     )
     sections = st.dictionaries(text, optional_text, max_size=3)

@@ -63,10 +63,7 @@ def test_assistant_message_defaults() -> None:
         "response_id": None,
         "provider_thinking_level": None,
         "thinking_level": None,
-        "response_model": None,
-        "raw_stop_reason": None,
-        "diagnostics": None,
-        "duration": None,
+        "extra": None,
         "timestamp": 5,
     }
     assert expected == attrs.asdict(message, recurse=False)

@@ -151,15 +151,15 @@ def test_the_fields_pi_1_6_0_adds_to_a_reply_are_read_and_written_back() -> None
     data["content"][1]["namespace"] = "files"
     data["content"][1]["argumentsError"] = "not an object: [1]"
     message = trio_agent.from_json(data, AssistantMessage)
-    assert (message.response_model, message.raw_stop_reason, message.duration) == (
-        "faux-1-2026",
-        "tool_use",
-        1.234,
-    )
+    assert message.extra == {
+        "responseModel": "faux-1-2026",
+        "rawStopReason": "tool_use",
+        "diagnostics": [{"type": "retry", "timestamp": 1, "error": {"message": "429"}}],
+        "durationMs": 1234,
+    }
     assert (message.usage.reasoning, message.usage.cost.total_from_provider) == (7, True)
     call = message.tool_calls[0]
-    assert (call.namespace, call.arguments_error) == ("files", "not an object: [1]")
-    assert message.diagnostics == ({"type": "retry", "timestamp": 1, "error": {"message": "429"}},)
+    assert call.extra == {"namespace": "files", "argumentsError": "not an object: [1]"}
     assert json.loads(trio_agent.dumps(message)) == data
 
 
@@ -187,7 +187,7 @@ def test_an_0_85_transcript_still_loads_and_is_written_as_it_was() -> None:
     messages = trio_agent.from_json(data)
     reply = messages[1]
     assert isinstance(reply, AssistantMessage)
-    assert (reply.thinking_level, reply.duration, reply.usage.reasoning) == (None, None, None)
+    assert (reply.thinking_level, reply.extra, reply.usage.reasoning) == (None, None, None)
     assert json.loads(trio_agent.dumps(messages)) == data
 
 

@@ -33,9 +33,10 @@ It repairs what :func:`dumps` would have: a lone surrogate in a string (a
 ``\\udXXX`` escape, as ``JSON.stringify`` writes one) is read as U+FFFD, and a
 ``null`` in a number field (a cost: where ``JSON.stringify`` wrote a NaN) as NaN.
 
-A reply's ``duration`` (seconds) is pi's ``durationMs``: written in milliseconds to
-the microsecond, and read back as that many seconds; one that is not finite is
-written as ``null`` and read back as None.
+What a pi 1.6.0 transcript says of a reply or a tool call that trio_agent does not
+read (a reply's ``responseModel``, ``rawStopReason``, ``diagnostics`` and
+``durationMs``; a call's ``namespace`` and ``argumentsError``) is kept in its
+``extra``, checked for its JSON type, and written back as it was read.
 """
 
 from __future__ import annotations
@@ -224,14 +225,8 @@ _OMITTED_WHEN: dict[str, object] = {
     "terminate": None,
     "cacheWrite1h": 0,
     "thinkingLevel": None,
-    "responseModel": None,
-    "rawStopReason": None,
-    "diagnostics": None,
-    "durationMs": None,
     "reasoning": None,
     "totalFromProvider": False,
-    "namespace": None,
-    "argumentsError": None,
     "sections": None,
     "constrainedSampling": None,
 }
@@ -322,29 +317,30 @@ def _is_free_form(into: Any) -> bool:
     )
 
 
-def _milliseconds_structure(value: Any, _: Any) -> float | None:
-    """A duration in JSON milliseconds (pi's ``durationMs``) read as seconds; ``null`` as None."""
-    if value is None:
-        return None
-    return _number(value, None) / 1000
-
-
-def _milliseconds_unstructure(value: float | None) -> float | int | None:
-    """A duration in seconds written as pi's milliseconds, to the microsecond (a whole
-    number as an integer, as pi writes it)."""
-    if value is None:
-        return None
-    milliseconds = round(value * 1000, 3)
-    return int(milliseconds) if milliseconds.is_integer() else milliseconds
-
-
 _KEYS: dict[tuple[type[Any], str], str] = {
     (Usage, "cache_write_long"): "cacheWrite1h",
-    (AssistantMessage, "duration"): "durationMs",
 }
 """Fields whose JSON key is pi's own name, not their name in camelCase."""
 _KEY_NAMES = {name: key for (_, name), key in _KEYS.items()}
 """The same keys by field name, for the paths of error messages."""
+
+
+_EXTRA_KEYS: dict[type[Any], dict[str, type | tuple[type, ...]]] = {
+    AssistantMessage: {
+        "responseModel": str,
+        "rawStopReason": str,
+        "diagnostics": list,
+        "durationMs": (int, float),
+    },
+    ToolCall: {"namespace": str, "argumentsError": str},
+}
+"""The keys a pi 1.6.0 transcript may have on a class that trio_agent does not read, with
+the JSON type of each: kept in the object's ``extra`` as read, and written back."""
+_KINDS: dict[type | tuple[type, ...], str] = {
+    str: "a string",
+    list: "a JSON array",
+    (int, float): "a number",
+}
 
 
 def _camel(name: str) -> str:
@@ -359,14 +355,11 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
         types = typing.get_type_hints(cls)
     except Exception:  # a name an annotation uses is not where Python can find it
         types = {field.name: field.type for field in fields}
+    extras = _EXTRA_KEYS.get(cls, {})
     renames = {
         field.name: (
-            override(
-                rename=_KEYS[cls, field.name],
-                struct_hook=_milliseconds_structure,
-                unstruct_hook=_milliseconds_unstructure,
-            )
-            if _KEYS.get((cls, field.name)) == "durationMs"
+            override(omit=True)  # its keys are the object's own (see from_json / to_json)
+            if field.name == "extra" and extras
             else override(
                 rename=_KEYS.get((cls, field.name)) or _camel(field.alias),
                 unstruct_hook=(
@@ -384,8 +377,8 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
     structure = make_dict_structure_fn(cls, _converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[arg-type]  # see above
     tag = getattr(cls, tag_name) if tag_name else None
 
-    def to_json(value: Any) -> dict[str, Any]:
-        data = unstructure(value)
+    def to_json(instance: Any) -> dict[str, Any]:
+        data = unstructure(instance)
         for key, omitted in _OMITTED_WHEN.items():
             if key in data:
                 value = data[key]
@@ -395,6 +388,8 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
         for key in _OMITTED_WHEN_EMPTY:
             if key in data and not data[key]:
                 del data[key]
+        if extras and instance.extra:
+            data.update(_plain(instance.extra, f"{cls.__name__}.extra"))
         return data if tag_name is None else {tag_name: tag, **data}
 
     def from_json(data: Any, _: Any) -> Any:
@@ -404,6 +399,20 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
             if data[tag_name] != tag:
                 raise ValueError(f"{tag_name} {data[tag_name]!r} is not {tag!r}")
             data = {key: value for key, value in data.items() if key != tag_name}
+        if extras and not extras.keys().isdisjoint(data):
+            extra = {key: data[key] for key in data if key in extras}
+            for key, value in extra.items():
+                if value is not None and (
+                    type(value) is bool or not isinstance(value, extras[key])
+                ):
+                    problem = TypeError(f"expected {_KINDS[extras[key]]}, got {_shown(value)}")
+                    note = f"Structuring class {cls.__name__} @ attribute {key}"
+                    problem.__notes__ = [cattrs.AttributeValidationNote(note, key, Any)]
+                    raise cattrs.ClassValidationError(
+                        f"While structuring {cls.__name__}", [problem], cls
+                    )
+            data = {key: value for key, value in data.items() if key not in extras}
+            return attrs.evolve(structure(data, cls), extra=extra)
         return structure(data, cls)
 
     _converter.register_unstructure_hook(cls, to_json)

@@ -18,7 +18,7 @@ class with a ``role`` class attribute (see :class:`CustomMessage`). The default
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 import attrs
@@ -145,9 +145,11 @@ class ImageContent:
 class ToolCall:
     """A request from the model to run tool ``name`` with ``arguments`` (a parsed JSON object).
 
-    ``namespace`` (OpenAI Responses' namespace of a namespaced tool) and ``arguments_error``
-    (why the model's arguments text was not a JSON object) are kept as pi 1.6.0 writes them
-    in a transcript; None for the calls trio_agent's providers read.
+    ``extra`` holds what a pi 1.6.0 transcript says of a call that trio_agent does not
+    read, by its JSON key (``namespace``: OpenAI Responses' namespace of a namespaced
+    tool; ``argumentsError``: why the model's arguments text was not a JSON object), so
+    that :func:`~trio_agent.dumps` writes it back; None for the calls trio_agent's
+    providers read.
     """
 
     type: ClassVar[Literal["toolCall"]] = "toolCall"
@@ -155,8 +157,7 @@ class ToolCall:
     name: str
     arguments: dict[str, Any] = attrs.field(factory=dict)
     thought_signature: str | None = attrs.field(default=None, kw_only=True)
-    namespace: str | None = attrs.field(default=None, kw_only=True)
-    arguments_error: str | None = attrs.field(default=None, kw_only=True)
+    extra: Mapping[str, Any] | None = attrs.field(default=None, kw_only=True)
 
 
 UserContent: TypeAlias = TextContent | ImageContent
@@ -384,11 +385,12 @@ class AssistantMessage:
     ``thinking_level`` is the thinking level the agent loop asked the reply for (``"off"``
     when it asked for none), set by the loop on every reply it makes, a failed or aborted
     one included, as pi-agent-core 1.6.0 does; None on a reply made outside the loop and on
-    one read from an older transcript. ``response_model`` (the model the server said
-    answered, where it differs), ``raw_stop_reason`` (the provider's own stop reason),
-    ``diagnostics`` (pi's records of what went wrong, as JSON) and ``duration`` (seconds
-    from ``timestamp`` to the reply's end; ``durationMs`` in JSON) are kept as a pi 1.6.0
-    transcript holds them; trio_agent's providers leave them None.
+    one read from an older transcript. ``extra`` holds what a pi 1.6.0 transcript says
+    of a reply that trio_agent does not read, by its JSON key (``responseModel``: the
+    model the server said answered; ``rawStopReason``: the provider's own stop reason;
+    ``diagnostics``: pi's records of what went wrong; ``durationMs``: milliseconds from
+    ``timestamp`` to the reply's end), so that :func:`~trio_agent.dumps` writes it back;
+    None on the replies trio_agent makes.
     """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
@@ -405,10 +407,7 @@ class AssistantMessage:
     response_id: str | None = None
     provider_thinking_level: str | None = None
     thinking_level: ReplyThinkingLevel | None = None
-    response_model: str | None = None
-    raw_stop_reason: str | None = None
-    diagnostics: tuple[Any, ...] | None = None
-    duration: float | None = None
+    extra: Mapping[str, Any] | None = None
     timestamp: int = attrs.field(factory=now_ms)
 
     @property

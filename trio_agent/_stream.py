@@ -217,7 +217,7 @@ _NO_USAGE = Usage()
 # or two per delta.
 _text_content: Callable[[str, str | None], TextContent] = maker(TextContent)
 _thinking_content: Callable[[str, str | None, bool], ThinkingContent] = maker(ThinkingContent)
-_tool_call: Callable[[str, str, dict[str, Any], str | None, str | None, str | None], ToolCall] = (
+_tool_call: Callable[[str, str, dict[str, Any], str | None, Mapping[str, Any] | None], ToolCall] = (
     maker(ToolCall)
 )
 _assistant_message: Callable[
@@ -235,10 +235,7 @@ _assistant_message: Callable[
         str | None,  # response_id
         str | None,  # provider_thinking_level
         ReplyThinkingLevel | None,  # thinking_level
-        str | None,  # response_model
-        str | None,  # raw_stop_reason
-        tuple[Any, ...] | None,  # diagnostics
-        float | None,  # duration
+        Mapping[str, Any] | None,  # extra
         int,  # timestamp
     ],
     AssistantMessage,
@@ -262,10 +259,7 @@ def with_thinking_level(message: AssistantMessage, level: ReplyThinkingLevel) ->
         message.response_id,
         message.provider_thinking_level,
         level,
-        message.response_model,
-        message.raw_stop_reason,
-        message.diagnostics,
-        message.duration,
+        message.extra,
         message.timestamp,
     )
 
@@ -292,7 +286,7 @@ def _close(
         return _text_content(block.text_upto(count), signature)
     if block.kind == "thinking":
         return _thinking_content(block.text_upto(count), signature, block.redacted)
-    return _tool_call(block.id, block.name, arguments, signature, None, None)
+    return _tool_call(block.id, block.name, arguments, signature, None)
 
 
 class _Frame:
@@ -372,10 +366,7 @@ class _Snapshot:
                 frame.response_id,
                 builder._thinking_level,
                 None,  # thinking_level
-                None,  # response_model
-                None,  # raw_stop_reason
-                None,  # diagnostics
-                None,  # duration
+                None,  # extra
                 frame.timestamp,
             )
         return message
@@ -549,10 +540,7 @@ class AssistantMessageBuilder:
             self._response_id,
             self._thinking_level,
             self._reply_level,
-            None,  # response_model
-            None,  # raw_stop_reason
-            None,  # diagnostics
-            None,  # duration
+            None,  # extra
             self._timestamp,
         )
 
@@ -682,7 +670,7 @@ class AssistantMessageBuilder:
         # _finish_open(), for the one kind the block can be here (once per call).
         done = self._done
         index = len(done)
-        call = _tool_call(block.id, block.name, block.arguments, self._signature, None, None)
+        call = _tool_call(block.id, block.name, block.arguments, self._signature, None)
         done.append(call)
         self._open = None
         self._signature = None
