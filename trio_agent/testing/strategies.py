@@ -352,6 +352,7 @@ _DEFAULT_OUTCOMES: tuple[Outcome, ...] = (
     "raise_group",
     "hang",
     "terminate",
+    "error",
 )
 
 
@@ -375,6 +376,7 @@ def tool_behaviours(
         updates=st.integers(0, max_updates),
         shield=st.sampled_from(list(shields)),
         cleanup=st.sampled_from(list(cleanups)),
+        structured=st.booleans(),
     )
 
 
