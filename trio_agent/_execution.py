@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import math
 import operator
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 import trio
+from trio._core._run import SystemClock as _SystemClock
 
 from ._cancel import children_probe
 from ._config import (
@@ -320,12 +322,25 @@ async def _ask_before(host: CallHost, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
+def timer() -> Callable[[], float]:
+    """The run's clock, for durations: ``time.perf_counter`` when it is Trio's own clock
+    (whose time is ``perf_counter()`` plus a constant, so differences are the same, at half
+    the cost), else its ``current_time`` (``MockClock``: virtual time)."""
+    clock = trio.lowlevel.current_clock()
+    if type(clock) is _SystemClock:
+        return time.perf_counter
+    return clock.current_time
+
+
 def _timeout_text(name: str, limit: float) -> str:
     return f"Tool '{name}' did not finish within {limit:g} s"
 
 
 async def _execute(
-    state: CallState, on_update: Callable[[ToolResult], None], default_limit: float | None
+    state: CallState,
+    on_update: Callable[[ToolResult], None],
+    default_limit: float | None,
+    now: Callable[[], float],
 ) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
 
@@ -333,7 +348,8 @@ async def _execute(
     bounds it: past it the tool is cancelled and the call's result is the timeout error.
     A result the tool returns with ``is_error`` is an error; one that fails the tool's
     ``output_schema`` is the tool's error. ``state.duration`` is how long ``execute``
-    took on the run's clock (to the millisecond), however it ended.
+    took on the run's clock (``now``, from :func:`timer`), to the millisecond, however
+    it ended.
 
     The caller has checked that the run is not aborted. Cancellation:
     ``Cancelled`` propagates and no result is recorded (the duration is).
@@ -344,8 +360,7 @@ async def _execute(
     limit = tool.time_limit
     if limit is None:
         limit = default_limit
-    clock = trio.lowlevel.current_clock()
-    started = clock.current_time()
+    started = now()
     state.accepting = True
     try:
         if limit is None:
@@ -370,14 +385,18 @@ async def _execute(
         is_error = True
     finally:
         state.accepting = False
-        # To the millisecond, as pi measures it: what JSON's durationMs holds, read back equal.
-        state.duration = round(clock.current_time() - started, 3)
+        # To the millisecond, as pi measures it: what JSON's durationMs holds, read back
+        # equal (the float arithmetic costs a third of round(seconds, 3)).
+        state.duration = ((now() - started) * 1000 + 0.5) // 1 / 1000
     state.result = result
     state.is_error = is_error
 
 
 async def _execute_limited(
-    state: CallState, on_update: Callable[[ToolResult], None], default_limit: float | None
+    state: CallState,
+    on_update: Callable[[ToolResult], None],
+    default_limit: float | None,
+    now: Callable[[], float],
 ) -> None:
     """:func:`_execute` holding a slot of the tool's limiter. The call borrows on its own
     behalf (its ``CallState``), so one task may hold slots for several calls."""
@@ -385,11 +404,11 @@ async def _execute_limited(
     assert tool is not None
     limiter = tool.limiter
     if limiter is None:
-        await _execute(state, on_update, default_limit)
+        await _execute(state, on_update, default_limit, now)
         return
     await limiter.acquire_on_behalf_of(state)
     try:
-        await _execute(state, on_update, default_limit)
+        await _execute(state, on_update, default_limit, now)
     finally:
         limiter.release_on_behalf_of(state)
 
@@ -412,12 +431,13 @@ class _Turns:
         state: CallState,
         on_update: Callable[[ToolResult], None],
         default_limit: float | None,
+        now: Callable[[], float],
     ) -> None:
         gate = self._gates.get(state.index)
         if gate is not None:
             await gate.wait()  # a call cancelled here never had a slot: it frees none
         try:
-            await _execute_limited(state, on_update, default_limit)
+            await _execute_limited(state, on_update, default_limit, now)
         finally:
             if self._queue:
                 self._queue.pop().set()
@@ -514,12 +534,19 @@ class ToolCalls:
     closes and :meth:`close` after.
     """
 
-    __slots__ = ("_channel", "_host", "_pump")
+    __slots__ = ("_channel", "_host", "_now", "_pump")
 
     def __init__(self, host: Host) -> None:
         self._host = host
         self._pump: UpdatePump | None = None
         self._channel: _Channel | None = None  # made for the first concurrent batch
+        self._now: Callable[[], float] | None = None  # the clock of durations, when first needed
+
+    def _timer(self) -> Callable[[], float]:
+        now = self._now
+        if now is None:
+            now = self._now = timer()
+        return now
 
     async def run(self, batch: Batch) -> None:
         """Execute a batch; afterwards every call has its result message (``batch.messages``)."""
@@ -574,9 +601,9 @@ class ToolCalls:
         tool = state.tool
         assert tool is not None
         if tool.limiter is None:
-            await _execute(state, on_update, host.config.tool_time_limit)
+            await _execute(state, on_update, host.config.tool_time_limit, self._timer())
         else:
-            await _execute_limited(state, on_update, host.config.tool_time_limit)
+            await _execute_limited(state, on_update, host.config.tool_time_limit, self._timer())
         pump = self._pump
         if pump is not None and pump.backlog:
             await pump.wait_drained()
@@ -589,6 +616,7 @@ class ToolCalls:
         send, receive = self._reports()
         now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
         cancelled = children_probe(host.nursery)
+        clock = self._timer()
         config = host.config
         default_limit = config.tool_time_limit
         max_parallel = config.max_parallel_tools
@@ -612,11 +640,11 @@ class ToolCalls:
             # A call waiting for a slot has started (its start is emitted); after an
             # abort, closing_batch_events answers it like any unfinished call.
             if turns is not None:
-                await turns.run(state, on_update, default_limit)
+                await turns.run(state, on_update, default_limit, clock)
             elif tool.limiter is None:
-                await _execute(state, on_update, default_limit)
+                await _execute(state, on_update, default_limit, clock)
             else:
-                await _execute_limited(state, on_update, default_limit)
+                await _execute_limited(state, on_update, default_limit, clock)
             # The buffer is unbounded: reporting never blocks and never checkpoints,
             # so a call that finished (even in a shield, after an abort) has its
             # outcome in its slot whatever happens to the loop task.
@@ -807,7 +835,7 @@ async def run_tool_call(
             if state.accepting:
                 report(partial)
 
-        await _execute_limited(state, update, time_limit)
+        await _execute_limited(state, update, time_limit, timer())
         if after_tool_call is not None:
             await _finalize(caller, batch, state)
     result = state.result
