@@ -157,11 +157,14 @@ def _truncated_text(name: str) -> str:
 class CallState:
     """One call of a batch: how far it got, and its result once it has one."""
 
+    finished: int  # when execute ended, in the run's nanoseconds (see timer): set by _execute
+
     __slots__ = (
         "accepting",
         "args",
         "duration",
         "ended",
+        "finished",
         "index",
         "is_error",
         "message",
@@ -322,14 +325,16 @@ async def _ask_before(host: CallHost, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
-def timer() -> Callable[[], float]:
-    """The run's clock, for durations: ``time.perf_counter`` when it is Trio's own clock
-    (whose time is ``perf_counter()`` plus a constant, so differences are the same, at half
-    the cost), else its ``current_time`` (``MockClock``: virtual time)."""
+def timer() -> Callable[[], int]:
+    """The run's clock in whole nanoseconds, for durations and the order of reports:
+    ``time.perf_counter_ns`` when it is Trio's own clock (whose time is ``perf_counter()``
+    plus a constant, so differences are the same, at a fraction of the cost), else its
+    ``current_time`` (``MockClock``: virtual time) in nanoseconds."""
     clock = trio.lowlevel.current_clock()
     if type(clock) is _SystemClock:
-        return time.perf_counter
-    return clock.current_time
+        return time.perf_counter_ns
+    current_time = clock.current_time
+    return lambda: round(current_time() * 1e9)
 
 
 def _timeout_text(name: str, limit: float) -> str:
@@ -340,7 +345,7 @@ async def _execute(
     state: CallState,
     on_update: Callable[[ToolResult], None],
     default_limit: float | None,
-    now: Callable[[], float],
+    now: Callable[[], int],
 ) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
 
@@ -386,8 +391,9 @@ async def _execute(
     finally:
         state.accepting = False
         # To the millisecond, as pi measures it: what JSON's durationMs holds, read back
-        # equal (the float arithmetic costs a third of round(seconds, 3)).
-        state.duration = ((now() - started) * 1000 + 0.5) // 1 / 1000
+        # equal. When it finished is kept for the report of a call that runs as a task.
+        state.finished = finished = now()
+        state.duration = (finished - started + 500_000) // 1_000_000 / 1000
     state.result = result
     state.is_error = is_error
 
@@ -396,7 +402,7 @@ async def _execute_limited(
     state: CallState,
     on_update: Callable[[ToolResult], None],
     default_limit: float | None,
-    now: Callable[[], float],
+    now: Callable[[], int],
 ) -> None:
     """:func:`_execute` holding a slot of the tool's limiter. The call borrows on its own
     behalf (its ``CallState``), so one task may hold slots for several calls."""
@@ -431,7 +437,7 @@ class _Turns:
         state: CallState,
         on_update: Callable[[ToolResult], None],
         default_limit: float | None,
-        now: Callable[[], float],
+        now: Callable[[], int],
     ) -> None:
         gate = self._gates.get(state.index)
         if gate is not None:
@@ -495,11 +501,12 @@ def _update_event(state: CallState, partial: ToolResult) -> ToolExecutionUpdate:
 
 class _Report:
     """What a call running as a child task tells the loop task: an update, or (``update``
-    None) that it finished; ``time`` is when, on the run's clock."""
+    None) that it finished; ``time`` is when, on the run's clock (in nanoseconds, see
+    :func:`timer`)."""
 
     __slots__ = ("position", "state", "time", "update")
 
-    def __init__(self, time: float, state: CallState, update: ToolExecutionUpdate | None) -> None:
+    def __init__(self, time: int, state: CallState, update: ToolExecutionUpdate | None) -> None:
         self.time = time
         self.position = state.index  # the call's place in the batch
         self.state = state
@@ -540,13 +547,7 @@ class ToolCalls:
         self._host = host
         self._pump: UpdatePump | None = None
         self._channel: _Channel | None = None  # made for the first concurrent batch
-        self._now: Callable[[], float] | None = None  # the clock of durations, when first needed
-
-    def _timer(self) -> Callable[[], float]:
-        now = self._now
-        if now is None:
-            now = self._now = timer()
-        return now
+        self._now = timer()  # the clock of durations and of reports
 
     async def run(self, batch: Batch) -> None:
         """Execute a batch; afterwards every call has its result message (``batch.messages``)."""
@@ -601,9 +602,9 @@ class ToolCalls:
         tool = state.tool
         assert tool is not None
         if tool.limiter is None:
-            await _execute(state, on_update, host.config.tool_time_limit, self._timer())
+            await _execute(state, on_update, host.config.tool_time_limit, self._now)
         else:
-            await _execute_limited(state, on_update, host.config.tool_time_limit, self._timer())
+            await _execute_limited(state, on_update, host.config.tool_time_limit, self._now)
         pump = self._pump
         if pump is not None and pump.backlog:
             await pump.wait_drained()
@@ -614,9 +615,8 @@ class ToolCalls:
         """Run several calls as child tasks; emit their updates and ends as they arrive."""
         host = self._host
         send, receive = self._reports()
-        now = trio.lowlevel.current_clock().current_time  # each report carries when it was made
+        now = self._now  # each report carries when it was made
         cancelled = children_probe(host.nursery)
-        clock = self._timer()
         config = host.config
         default_limit = config.tool_time_limit
         max_parallel = config.max_parallel_tools
@@ -640,15 +640,15 @@ class ToolCalls:
             # A call waiting for a slot has started (its start is emitted); after an
             # abort, closing_batch_events answers it like any unfinished call.
             if turns is not None:
-                await turns.run(state, on_update, default_limit, clock)
+                await turns.run(state, on_update, default_limit, now)
             elif tool.limiter is None:
-                await _execute(state, on_update, default_limit, clock)
+                await _execute(state, on_update, default_limit, now)
             else:
-                await _execute_limited(state, on_update, default_limit, clock)
+                await _execute_limited(state, on_update, default_limit, now)
             # The buffer is unbounded: reporting never blocks and never checkpoints,
             # so a call that finished (even in a shield, after an abort) has its
             # outcome in its slot whatever happens to the loop task.
-            send.send_nowait(_Report(now(), state, None))
+            send.send_nowait(_Report(state.finished, state, None))
 
         name = f"{child.__module__}.{child.__qualname__}"  # Trio's name for them, made once
         for state in states:
