@@ -494,7 +494,7 @@ async def test_run_tool_call_bounds_the_tool_by_time_limit(autojump_clock: trio.
     )
 
 
-async def test_run_tool_call_refuses_a_sync_hook_and_a_bad_time_limit() -> None:
+async def test_run_tool_call_refuses_a_sync_hook_bad_tools_and_a_bad_time_limit() -> None:
     def sync_before(ctx: BeforeToolCallContext) -> None:
         return None
 
@@ -505,6 +505,20 @@ async def test_run_tool_call_refuses_a_sync_hook_and_a_bad_time_limit() -> None:
             assistant_message=ASSISTANT,
             context=CONTEXT,
             before_tool_call=sync_before,  # type: ignore[arg-type]
+        )
+    with pytest.raises(TypeError, match="tools must be AgentTool objects, not 'echo'"):
+        await run_tool_call(
+            ToolCall("c", "echo", {"value": "v"}),
+            tools=["echo"],  # type: ignore[list-item]
+            assistant_message=ASSISTANT,
+            context=CONTEXT,
+        )
+    with pytest.raises(TypeError, match="tool_call must be a ToolCall, not"):
+        await run_tool_call(
+            {"id": "c", "name": "echo"},  # type: ignore[arg-type]
+            tools=[ECHO],
+            assistant_message=ASSISTANT,
+            context=CONTEXT,
         )
     with pytest.raises(ValueError, match=r"run_tool_call: time_limit .* not -1"):
         await run_tool_call(

@@ -807,14 +807,21 @@ async def run_tool_call(
     Emits no event and adds no message. Never raises for a failure of the call: an
     unknown tool, invalid arguments, a block, a hook's or the tool's exception, a
     returned ``is_error``, a timeout all come back as an outcome with ``is_error``.
-    Raises ``TypeError`` / ``ValueError`` for a hook that is not async or a ``time_limit``
-    that is not a positive number. Cancellation is the caller's scope: checked before
-    the hooks run, after ``before_tool_call`` and before ``execute``; when it
-    cancels, ``Cancelled`` propagates and nothing is returned.
+    Raises ``TypeError`` for a hook that is not async, a ``tool_call`` that is not a
+    ``ToolCall`` or a tool that is not an ``AgentTool``, and ``ValueError`` for a
+    ``time_limit`` that is not a positive finite number. Cancellation is the caller's
+    scope: checked before the hooks run, after ``before_tool_call`` and before
+    ``execute``; when it cancels, ``Cancelled`` propagates and nothing is returned.
     """
     check_time_limit(time_limit, "run_tool_call: time_limit")
+    if not isinstance(tool_call, ToolCall):
+        raise TypeError(f"run_tool_call: tool_call must be a ToolCall, not {tool_call!r:.80}")
     tool_map: dict[str, AgentTool] = {}
     for candidate in tools:
+        if not isinstance(candidate, AgentTool):
+            raise TypeError(
+                f"run_tool_call: tools must be AgentTool objects, not {candidate!r:.80}"
+            )
         tool_map.setdefault(candidate.name, candidate)
     caller = _Caller(
         before_tool_call=before_tool_call,
