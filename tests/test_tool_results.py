@@ -5,6 +5,7 @@ the tool's ``output_schema``, the ``duration`` of ``execute``, ``replay``; and
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import attrs
@@ -33,6 +34,7 @@ from trio_agent import (
     ToolResultMessage,
     ToolUpdate,
     UserMessage,
+    _execution,
     run_agent_loop,
     run_tool_call,
     tool,
@@ -647,3 +649,19 @@ async def test_abort_at_every_point_while_run_tool_calls_hooks_or_tool_wait(
 
     report = await assert_cancel_safe(scenario)
     assert report.points > 10
+
+
+def test_durations_read_trios_clock_in_nanoseconds() -> None:
+    async def system() -> object:
+        return _execution.timer()
+
+    assert trio.run(system) is time.perf_counter_ns  # Trio's own clock: the same differences
+
+    async def virtual() -> int:
+        now = _execution.timer()
+        started = now()
+        await trio.sleep(2.5)
+        return now() - started
+
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    assert trio.run(virtual, clock=clock) == 2_500_000_000
