@@ -250,8 +250,8 @@ def expected_result(
     limited: set[str] = set()
     if result.scenario.tool_time_limit is not None and "tool_start" in kinds:
         limited = {result.scenario.timeout_text(call.name)}
-    if "tool_end" in kinds:
-        return {behaviour.result_text(call_id), *limited}, False
+    if "tool_end" in kinds:  # a returned result: an error if it says so
+        return {behaviour.result_text(call_id), *limited}, behaviour.outcome == "error"
     if "tool_raise" in kinds and behaviour.outcome != "interrupt":
         return {str(behaviour.exception(call_id)), *limited}, True
     return {ABORTED, *limited}, True
@@ -380,11 +380,17 @@ def check_abort(result: ScenarioResult) -> None:
         assert mark.kind not in ("model_call", "tool_start"), mark
         assert not (mark.kind == "stream" and mark.detail in (*DELTAS, "start")), mark
     running: dict[str, float] = {}
+    # A call cancelled before the abort (past its time limit) may still be in its shielded
+    # cleanup when the abort comes: the run waits for what is left of it.
+    cleaning = 0.0
     for mark in timeline[:at]:
         if mark.kind == "tool_start":
             running[mark.detail] = result.scenario.behaviours[mark.detail].shield
         elif mark.kind in ("tool_end", "tool_raise", "tool_cancelled"):
             running.pop(mark.detail, None)
+            if mark.kind == "tool_cancelled":
+                left = mark.time + result.scenario.behaviours[mark.detail].cleanup - abort_time
+                cleaning = max(cleaning, left)
     for call_id, shield in running.items():
         ends = [
             m
@@ -394,7 +400,10 @@ def check_abort(result: ScenarioResult) -> None:
         assert ends, f"{call_id} never ended"
         assert ends[0].time <= abort_time + shield + 1e-9, (call_id, ends[0], abort_time)
     if result.returned:
-        grace = max((result.scenario.behaviours[call_id].grace for call_id in running), default=0.0)
+        grace = max(
+            (result.scenario.behaviours[call_id].grace for call_id in running), default=cleaning
+        )
+        grace = max(grace, cleaning)
         events_after = sum(1 for m in timeline[at:] if m.kind == "event")
         listening = result.scenario.listener_delay * (events_after + 1)
         assert result.ended_at - abort_time <= grace + listening + 1e-9, (
@@ -490,12 +499,42 @@ def check_turn_hooks(result: ScenarioResult) -> None:
         assert all(a is b for a, b in zip(found, result.prepared, strict=True))
 
 
+def check_tool_outcomes(result: ScenarioResult) -> None:
+    """A returned result keeps its structured content (and an ``is_error`` one its details) on
+    its ``tool_execution_end``; a call has a ``duration`` there and on its result message
+    exactly when its tool ran (it started), and ``execute`` took at least what the behaviour
+    spent before it ended."""
+    durations: dict[str, float | None] = {}
+    for event in result.events:
+        if event.type != "tool_execution_end":
+            continue
+        call_id = event.tool_call_id
+        durations[call_id] = event.duration
+        behaviour = result.scenario.behaviours.get(call_id)
+        kinds = {m.kind for m in result.timeline if m.detail == call_id}
+        assert (event.duration is not None) == ("tool_start" in kinds), (call_id, event)
+        if behaviour is None:
+            continue
+        text = "".join(b.text for b in event.result.content if isinstance(b, TextContent))
+        if "tool_end" in kinds and text == behaviour.result_text(call_id):
+            assert event.result.structured_content == behaviour.structured_content(call_id)
+            assert event.is_error == (behaviour.outcome == "error")
+            if behaviour.outcome == "error":
+                assert event.result.details == {"call": call_id}
+            assert event.duration is not None
+            assert event.duration >= round(behaviour.shield + behaviour.duration, 3) - 0.0015
+    for message in result.transcript or ():
+        if isinstance(message, ToolResultMessage) and message.tool_call_id in durations:
+            assert message.duration == durations[message.tool_call_id], message
+
+
 def check_play(result: ScenarioResult) -> None:
     check_no_task_outlives_the_run(result)
     check_what_escapes(result)
     check_events(result)
     check_parallel_completion_order(result)
     check_tool_results(result)
+    check_tool_outcomes(result)
     check_replies(result)
     check_abort(result)
     check_queues(result)
@@ -507,7 +546,9 @@ def check_play(result: ScenarioResult) -> None:
 
 SEEDS = st.integers(0, 2**32 - 1)
 EVERY_OUTCOME = ts.tool_behaviours(
-    outcomes=("return",) * 12 + ("raise",) * 2 + ("raise_group", "hang", "terminate", "interrupt")
+    outcomes=("return",) * 12
+    + ("raise",) * 2
+    + ("raise_group", "hang", "terminate", "interrupt", "error", "error")
 )
 
 

@@ -84,7 +84,7 @@ MS = 0.001
 @examples(0.2)
 @given(
     ts.tool_behaviours(
-        outcomes=("return", "raise", "raise_group", "hang", "terminate", "interrupt")
+        outcomes=("return", "raise", "raise_group", "hang", "terminate", "interrupt", "error")
     ),
     st.none() | st.integers(0, 40).map(lambda ms: ms * MS + MS / 2),
 )
@@ -140,10 +140,14 @@ def test_a_behaviour_tool_acts_its_behaviour_out(
         behaviour.update_text("c1", index) for index in range(1, behaviour.updates + 1)
     ]
     assert kinds == ["tool_start", *["tool_update"] * behaviour.updates, kinds[-1]]
-    if behaviour.outcome in ("return", "terminate"):
+    if behaviour.outcome in ("return", "terminate", "error"):
         result = outcome["result"]
         assert _text(result) == behaviour.result_text("c1")
         assert result.terminate is (True if behaviour.outcome == "terminate" else None)
+        assert result.is_error is (behaviour.outcome == "error")
+        assert result.structured_content == behaviour.structured_content("c1")
+        if behaviour.outcome == "error" or behaviour.structured:
+            assert result.structured_content == {"call": "c1"}
         assert kinds[-1] == "tool_end"
     else:
         raised = outcome["raised"]

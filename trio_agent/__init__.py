@@ -65,6 +65,8 @@ from ._events import ToolExecutionStart as ToolExecutionStart
 from ._events import ToolExecutionUpdate as ToolExecutionUpdate
 from ._events import TurnEnd as TurnEnd
 from ._events import TurnStart as TurnStart
+from ._execution import ToolCallOutcome as ToolCallOutcome
+from ._execution import run_tool_call as run_tool_call
 from ._json import dumps as dumps
 from ._json import from_json as from_json
 from ._json import loads as loads
@@ -112,6 +114,7 @@ from ._stream import StreamOptions as StreamOptions
 from ._stream import Timeouts as Timeouts
 from ._tools import AgentTool as AgentTool
 from ._tools import ExecutionMode as ExecutionMode
+from ._tools import ReplayPolicy as ReplayPolicy
 from ._tools import ToolExecute as ToolExecute
 from ._tools import ToolUpdate as ToolUpdate
 
@@ -159,6 +162,7 @@ __all__ = [
     "NextTurn",
     "QueueMode",
     "ReasoningLevel",
+    "ReplayPolicy",
     "ReplyThinkingLevel",
     "RequestContext",
     "RequestUpdate",
@@ -184,6 +188,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolCallEnd",
+    "ToolCallOutcome",
     "ToolCallStart",
     "ToolDeclaration",
     "ToolDefinitionError",
@@ -216,6 +221,7 @@ __all__ = [
     "register_message_kind",
     "run_agent_loop",
     "run_agent_loop_continue",
+    "run_tool_call",
     "system_prompt",
     "to_json",
     "tool",

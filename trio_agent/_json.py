@@ -229,9 +229,13 @@ _OMITTED_WHEN: dict[str, object] = {
     "totalFromProvider": False,
     "sections": None,
     "constrainedSampling": None,
+    "structuredContent": None,
+    "durationMs": None,
 }
 # Keys left out of the JSON when they hold an empty list (pi leaves out an empty tool change).
 _OMITTED_WHEN_EMPTY = ("toolsAdded", "toolsRemoved")
+_OMITTED_IN: dict[type[Any], dict[str, object]] = {}
+"""Keys left out of one class's JSON when they hold this value (filled in below)."""
 
 
 _LONG_INT_BITS = 14_000  # fewer bits: fewer than 4,300 digits, Python's default limit
@@ -319,6 +323,7 @@ def _is_free_form(into: Any) -> bool:
 
 _KEYS: dict[tuple[type[Any], str], str] = {
     (Usage, "cache_write_long"): "cacheWrite1h",
+    (ToolResultMessage, "duration"): "durationMs",
 }
 """Fields whose JSON key is pi's own name, not their name in camelCase."""
 _KEY_NAMES = {name: key for (_, name), key in _KEYS.items()}
@@ -343,6 +348,33 @@ _KINDS: dict[type | tuple[type, ...], str] = {
 }
 
 
+def _milliseconds(seconds: float | None) -> int | None:
+    """A duration in seconds as pi's ``durationMs``: whole milliseconds (``None`` stays)."""
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return round(seconds * 1000)
+
+
+def _seconds(data: Any, _: Any) -> float | None:
+    """pi's ``durationMs`` (a number of milliseconds, not negative) as seconds."""
+    if data is None:
+        return None
+    if (
+        isinstance(data, int | float)
+        and not isinstance(data, bool)
+        and math.isfinite(data)
+        and data >= 0
+    ):
+        return data / 1000
+    raise ValueError(f"expected a number of milliseconds, not negative, got {_shown(data)}")
+
+
+_FIELD_HOOKS: dict[tuple[type[Any], str], tuple[Callable[..., Any], Callable[[Any, Any], Any]]] = {
+    (ToolResultMessage, "duration"): (_milliseconds, _seconds),
+}
+"""Fields whose JSON is not their value: (how it is written, how it is read)."""
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
@@ -363,15 +395,21 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
             else override(
                 rename=_KEYS.get((cls, field.name)) or _camel(field.alias),
                 unstruct_hook=(
-                    _free_form(f"{cls.__name__}.{field.name}")
+                    _FIELD_HOOKS[cls, field.name][0]
+                    if (cls, field.name) in _FIELD_HOOKS
+                    else _free_form(f"{cls.__name__}.{field.name}")
                     if _is_free_form(types.get(field.name))
                     else None
+                ),
+                struct_hook=(
+                    _FIELD_HOOKS[cls, field.name][1] if (cls, field.name) in _FIELD_HOOKS else None
                 ),
             )
         )
         for field in fields
         if field.init
     }
+    omitted_when = {**_OMITTED_WHEN, **_OMITTED_IN.get(cls, {})}
     # cattrs types the keyword overrides as one fixed keyword, not as **kwargs of overrides.
     unstructure = make_dict_unstructure_fn(cls, _converter, **renames)  # type: ignore[arg-type]  # see above
     structure = make_dict_structure_fn(cls, _converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[arg-type]  # see above
@@ -379,7 +417,7 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
 
     def to_json(instance: Any) -> dict[str, Any]:
         data = unstructure(instance)
-        for key, omitted in _OMITTED_WHEN.items():
+        for key, omitted in omitted_when.items():
             if key in data:
                 value = data[key]
                 # Of the same type too: ``False == 0``, and a flag is not a count.
@@ -418,6 +456,8 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
     _converter.register_unstructure_hook(cls, to_json)
     _converter.register_structure_hook(cls, from_json)
 
+
+_OMITTED_IN[ToolResult] = {"isError": False}  # a message always says (pi writes it)
 
 _DATA_CLASSES: tuple[tuple[type[Any], str | None], ...] = (
     (Cost, None),
@@ -581,6 +621,10 @@ def _register_event(cls: type[Any]) -> None:
             data["message"] = _converter.unstructure(event.message)
         elif isinstance(event, AgentEnd) and event.stop is None:
             del data["stop"]  # written only when a budget ended the run
+        elif isinstance(event, ToolExecutionEnd):
+            del data["duration"]  # pi's durationMs, written only when the tool ran
+            if event.duration is not None:
+                data["durationMs"] = _milliseconds(event.duration)
         return data
 
     _converter.register_unstructure_hook(cls, to_json)

@@ -127,10 +127,13 @@ def _mark(timeline: Timeline | None, kind: str, detail: str = "") -> None:
 
 # --- tool behaviours -----------------------------------------------------------------------------
 
-Outcome: TypeAlias = Literal["return", "raise", "raise_group", "hang", "terminate", "interrupt"]
+Outcome: TypeAlias = Literal[
+    "return", "raise", "raise_group", "hang", "terminate", "interrupt", "error"
+]
 """How a tool call ends: return a result; raise an ``Exception`` (``raise``) or an
 ``ExceptionGroup`` (``raise_group``); wait forever (``hang``); return a result with
-``terminate=True``; raise ``KeyboardInterrupt`` (``interrupt``)."""
+``terminate=True``; raise ``KeyboardInterrupt`` (``interrupt``); return a result with
+``is_error=True`` that keeps its details and structured content (``error``)."""
 
 
 class BehaviourError(Exception):
@@ -147,6 +150,8 @@ class ToolBehaviour:
     ``outcome``. When ``trio.Cancelled`` reaches it, it spends ``cleanup``
     seconds in a shielded cleanup and re-raises. It never swallows a
     cancellation, so it ends at most :attr:`grace` seconds after one.
+    ``structured``: a result it returns carries :meth:`structured_content`
+    (an ``error`` result always does).
     """
 
     duration: float = 0.0
@@ -154,6 +159,7 @@ class ToolBehaviour:
     updates: int = 0
     shield: float = 0.0
     cleanup: float = 0.0
+    structured: bool = False
 
     @property
     def grace(self) -> float:
@@ -161,8 +167,14 @@ class ToolBehaviour:
         return self.shield + self.cleanup
 
     def result_text(self, tool_call_id: str) -> str:
-        """The text of the result it returns (outcomes ``return`` and ``terminate``)."""
-        return f"ok {tool_call_id}"
+        """The text of the result it returns (outcomes ``return``, ``terminate`` and ``error``)."""
+        return f"refused {tool_call_id}" if self.outcome == "error" else f"ok {tool_call_id}"
+
+    def structured_content(self, tool_call_id: str) -> dict[str, str] | None:
+        """The structured content of the result it returns, if any."""
+        if self.structured or self.outcome == "error":
+            return {"call": tool_call_id}
+        return None
 
     def update_text(self, tool_call_id: str, index: int) -> str:
         """The text of its ``index``-th progress report (from 1)."""
@@ -205,8 +217,13 @@ class ToolBehaviour:
             _mark(timeline, "tool_raise", tool_call_id)
             raise self.exception(tool_call_id)
         _mark(timeline, "tool_end", tool_call_id)
+        error = self.outcome == "error"
         return ToolResult.text(
-            self.result_text(tool_call_id), terminate=True if self.outcome == "terminate" else None
+            self.result_text(tool_call_id),
+            terminate=True if self.outcome == "terminate" else None,
+            details={"call": tool_call_id} if error else None,
+            structured_content=self.structured_content(tool_call_id),
+            is_error=error,
         )
 
 

@@ -282,7 +282,8 @@ def assistant_messages(
 def tool_result_messages(
     tool_call_ids: SearchStrategy[str] | None = None,
 ) -> SearchStrategy[ToolResultMessage]:
-    """Tool-result messages: text and image content, JSON details, sometimes an error."""
+    """Tool-result messages: text and image content, JSON details, sometimes an error, and a
+    ``duration`` (whole milliseconds, as the loop measures it) or none."""
     content: SearchStrategy[tuple[ToolResultContent, ...]] = st.lists(
         text_content() | image_content(), max_size=3
     ).map(tuple)
@@ -295,6 +296,7 @@ def tool_result_messages(
         is_error=st.booleans(),
         usage=st.none() | usages(),
         timestamp=_TIMESTAMPS,
+        duration=st.none() | st.integers(0, 10**9).map(lambda ms: ms / 1000),
     )
 
 
@@ -353,6 +355,7 @@ _DEFAULT_OUTCOMES: tuple[Outcome, ...] = (
     "raise_group",
     "hang",
     "terminate",
+    "error",
 )
 
 
@@ -376,6 +379,7 @@ def tool_behaviours(
         updates=st.integers(0, max_updates),
         shield=st.sampled_from(list(shields)),
         cleanup=st.sampled_from(list(cleanups)),
+        structured=st.booleans(),
     )
 
 
