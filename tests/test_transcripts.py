@@ -46,7 +46,6 @@ from trio_agent import (
     ToolDeclaration,
     ToolReference,
     ToolResult,
-    ToolResultMessage,
     TranscriptError,
     UserMessage,
     run_agent_loop,
@@ -74,17 +73,8 @@ SEARCH = make_tool("search", _answer, schema=_schema("query"))
 
 
 def pi_data() -> list[dict[str, Any]]:
-    """The recorded pi 1.6.0 transcript, as JSON data.
-
-    A tool result's ``durationMs`` (pi 1.6.0 writes one for every tool that ran) is read
-    by :class:`ToolResultMessage` only where it has a ``duration``; where it has not, the
-    key is left out here, and the rest of the transcript is read as pi wrote it.
-    """
+    """The recorded pi 1.6.0 transcript, as JSON data."""
     data: list[dict[str, Any]] = json.loads(PI_TRANSCRIPT.read_text())
-    if "duration" not in attrs.fields_dict(ToolResultMessage):
-        for message in data:
-            if message["role"] == "toolResult":
-                message.pop("durationMs", None)
     return data
 
 
