@@ -83,7 +83,10 @@ async def play(
 
 
 def untimed(message: Any) -> Any:
-    """``message`` with timestamp 0 (the faux and the loop stamp messages with the wall clock)."""
+    """``message`` with timestamp 0 (the faux and the loop stamp messages with the wall clock),
+    and a tool result's duration 0.0 if it has one (the tool ran on the wall clock too)."""
+    if isinstance(message, ToolResultMessage) and message.duration is not None:
+        return attrs.evolve(message, timestamp=0, duration=0.0)
     return attrs.evolve(message, timestamp=0)
 
 
@@ -815,6 +818,7 @@ async def test_a_run_answers_from_what_the_tool_returned() -> None:
             tool_name="read",
             content=(TextContent("contents of a.txt"),),
             timestamp=0,
+            duration=0.0,  # the tool ran
         ),
         final(TextContent("It says: contents of a.txt"), thinking_level="off"),
     ]
