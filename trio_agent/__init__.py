@@ -28,9 +28,12 @@ from ._config import AgentLoopConfig as AgentLoopConfig
 from ._config import BeforeToolCallContext as BeforeToolCallContext
 from ._config import BeforeToolCallResult as BeforeToolCallResult
 from ._config import NextTurn as NextTurn
+from ._config import RequestContext as RequestContext
+from ._config import RequestUpdate as RequestUpdate
 from ._config import ThinkingLevel as ThinkingLevel
 from ._config import ToolExecution as ToolExecution
 from ._config import TurnContext as TurnContext
+from ._config import TurnDecision as TurnDecision
 from ._decorator import tool as tool
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolDefinitionError as ToolDefinitionError
@@ -147,6 +150,8 @@ __all__ = [
     "NextTurn",
     "QueueMode",
     "ReasoningLevel",
+    "RequestContext",
+    "RequestUpdate",
     "StopReason",
     "StreamDone",
     "StreamError",
@@ -181,6 +186,7 @@ __all__ = [
     "TranscriptError",
     "TrioAgentError",
     "TurnContext",
+    "TurnDecision",
     "TurnEnd",
     "TurnStart",
     "UnknownApiError",

@@ -42,9 +42,12 @@ from ._config import (
     BeforeToolCallContext,
     BeforeToolCallResult,
     NextTurn,
+    RequestContext,
+    RequestUpdate,
     ThinkingLevel,
     ToolExecution,
     TurnContext,
+    TurnDecision,
 )
 from ._errors import TrioAgentError
 from ._events import AgentEvent, MessageStart, MessageUpdate
@@ -252,6 +255,8 @@ class Agent:
         ) = None,
         should_stop_after_turn: Callable[[TurnContext], Awaitable[bool]] | None = None,
         prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = None,
+        prepare_request: Callable[[RequestContext], Awaitable[RequestUpdate | None]] | None = None,
+        finish_turn: Callable[[TurnContext], Awaitable[TurnDecision | None]] | None = None,
         tool_execution: ToolExecution = "parallel",
         tool_time_limit: float | None = None,
         max_parallel_tools: int | None = None,

@@ -38,13 +38,21 @@ __all__ = [
     "BeforeToolCallContext",
     "BeforeToolCallResult",
     "NextTurn",
+    "RequestContext",
+    "RequestUpdate",
     "ThinkingLevel",
     "ToolExecution",
     "TurnContext",
+    "TurnDecision",
 ]
 
 ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 ToolExecution: TypeAlias = Literal["parallel", "sequential"]
+TurnDecision: TypeAlias = Literal["continue", "end"]
+"""What ``finish_turn`` decides for the run: ``"continue"`` (one more request, at least) or
+``"end"`` (no more requests); ``None`` leaves the run to its usual course."""
+
+_THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 
 @attrs.frozen
@@ -107,7 +115,9 @@ class AfterToolCallResult:
 
 @attrs.frozen(kw_only=True)
 class TurnContext:
-    """A finished turn, for ``should_stop_after_turn`` and ``prepare_next_turn``."""
+    """A finished turn, for ``finish_turn``, ``should_stop_after_turn`` and
+    ``prepare_next_turn``: the reply, its tool results (source order), the run's context (the
+    reply and the results in it) and the messages the run has added so far."""
 
     message: AssistantMessage
     tool_results: tuple[ToolResultMessage, ...]
@@ -115,13 +125,67 @@ class TurnContext:
     new_messages: Sequence[AgentMessage]
 
 
+def _check_context(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, AgentContext):
+        raise TypeError(
+            f"{type(instance).__name__}.context must be an AgentContext or None, not {value!r:.80}"
+        )
+
+
+def _check_model(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, Model):
+        raise TypeError(
+            f"{type(instance).__name__}.model must be a trio_agent.Model or None, not {value!r:.80}"
+        )
+
+
+def _check_thinking_level(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and value not in _THINKING_LEVELS:
+        raise ValueError(
+            f"{type(instance).__name__}.thinking_level must be off, minimal, low, medium, "
+            f"high, xhigh or None, not {value!r:.80}"
+        )
+
+
+def _next_messages(value: Any) -> tuple[AgentMessage, ...]:
+    check_messages("NextTurn.messages", value)
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class NextTurn:
-    """What ``prepare_next_turn`` may change for the rest of the run (``None``: keep)."""
+    """What ``prepare_next_turn`` may change for the rest of the run (``None``: keep), and
+    ``messages`` to append before the next request (each announced with ``message_start``
+    and ``message_end``, before any steering message)."""
 
-    context: AgentContext | None = None
-    model: Model | None = None
-    thinking_level: ThinkingLevel | None = None
+    context: AgentContext | None = attrs.field(default=None, validator=_check_context)
+    model: Model | None = attrs.field(default=None, validator=_check_model)
+    thinking_level: ThinkingLevel | None = attrs.field(
+        default=None, validator=_check_thinking_level
+    )
+    messages: Sequence[AgentMessage] = attrs.field(default=(), converter=_next_messages)
+
+
+@attrs.frozen(kw_only=True)
+class RequestContext:
+    """What ``prepare_request`` sees just before a request: the run's context (the messages
+    of this turn already in it), the model and the thinking level the request would use."""
+
+    context: AgentContext
+    model: Model
+    thinking_level: ThinkingLevel
+
+
+@attrs.frozen(kw_only=True)
+class RequestUpdate:
+    """What ``prepare_request`` may change for this request and the rest of the run
+    (``None``: keep)."""
+
+    context: AgentContext | None = attrs.field(default=None, validator=_check_context)
+    model: Model | None = attrs.field(default=None, validator=_check_model)
+    thinking_level: ThinkingLevel | None = attrs.field(
+        default=None, validator=_check_thinking_level
+    )
 
 
 def _async_hook(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -159,9 +223,19 @@ class AgentLoopConfig:
       (keys that expire); falls back to ``api_key``.
     - ``get_steering_messages()`` / ``get_follow_up_messages()``: the queues.
     - ``before_tool_call`` / ``after_tool_call``: see their context classes.
-    - ``should_stop_after_turn(turn) -> bool``: end the run after this turn.
+    - ``prepare_request(request) -> RequestUpdate | None``: just before every
+      request (the first too), once this turn's messages are in: change the
+      context, model or thinking level for this request and the later ones.
+    - ``finish_turn(turn) -> "continue" | "end" | None``: after a reply and
+      its tool results, before ``turn_end`` (after an error or aborted reply
+      too, whose run ends whatever it says): ``"end"`` ends the run without
+      polling the queues; ``"continue"`` makes sure the model is asked once
+      more (with the context as it is, if nothing else asks it).
+    - ``should_stop_after_turn(turn) -> bool``: end the run after this turn
+      (after ``turn_end``; not asked when ``finish_turn`` said ``"end"``, and
+      ``True`` wins over its ``"continue"``).
     - ``prepare_next_turn(turn) -> NextTurn | None``: change the context,
-      model or thinking level before another turn.
+      model or thinking level before another turn, and add messages to it.
 
     ``session_id`` names the conversation (the prompt cache key and session
     headers the services route by) and ``cache_retention`` says how long its
@@ -221,6 +295,12 @@ class AgentLoopConfig:
         default=None, validator=_async_hook
     )
     prepare_next_turn: Callable[[TurnContext], Awaitable[NextTurn | None]] | None = attrs.field(
+        default=None, validator=_async_hook
+    )
+    prepare_request: Callable[[RequestContext], Awaitable[RequestUpdate | None]] | None = (
+        attrs.field(default=None, validator=_async_hook)
+    )
+    finish_turn: Callable[[TurnContext], Awaitable[TurnDecision | None]] | None = attrs.field(
         default=None, validator=_async_hook
     )
 

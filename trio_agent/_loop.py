@@ -37,7 +37,10 @@ from ._config import (
     AgentContext,
     AgentLoopConfig,
     NextTurn,
+    RequestContext,
+    RequestUpdate,
     TurnContext,
+    TurnDecision,
     check_messages,
     check_run_arguments,
 )
@@ -164,7 +167,7 @@ class _AgentOwed(_Owed):
         # A turn of its own, with a reply that says why, where the run would have gone
         # on; and after a failure the transcript must tell it.
         if not ending.final and (
-            run.more or run.pending or (ending.failed and not ending.recorded)
+            run.more or run.pending or run.again or (ending.failed and not ending.recorded)
         ):
             turn = _TurnOwed()
             yield run.open(turn, TurnStart())
@@ -268,6 +271,7 @@ class Run:
         self.undelivered: AgentEvent | None = None  # met an abort on its way: delivered first
         self.pending: list[AgentMessage] = []  # to announce before the next request
         self.more = True  # the last batch asks for another model call
+        self.again = False  # finish_turn said "continue", and nothing else asks the model yet
         self._reply: _ReplyOwed  # the reply of the turn, from its request on
         self._last_turn: TurnContext | None = None  # made only when a hook will read it
         # What the run has used, kept only when it has a budget.
@@ -442,30 +446,37 @@ class Run:
                     return
                 turn = None
             follow_up = config.get_follow_up_messages
-            if follow_up is None:
-                break
-            await self.stop_if_cancelled()
-            self.pending = list(await follow_up())
-            if not self.pending:
+            if follow_up is not None:
+                await self.stop_if_cancelled()
+                self.pending = list(await follow_up())
+            if self.pending:
+                self.again = False  # the follow-ups ask the model again
+            elif self.again:  # nothing else did: one turn with the context as it is
+                self.again = False
+                self.more = True
+            else:
                 break
         await self.emit(self.end())
 
     async def _turn(self, turn: _TurnOwed | None) -> bool:
         """One turn: its opening unless ``turn`` is the one already open (``prepare_next_turn``,
-        a steering poll if nothing is pending, ``turn_start``), its reply, its tools,
-        ``turn_end``, the hooks and polls after it. Whether it ended the run."""
+        a steering poll if nothing is pending, ``turn_start``), its messages,
+        ``prepare_request``, its reply, its tools, ``finish_turn``, ``turn_end``, the hooks
+        and polls after it. Whether it ended the run."""
         config = self.config
         if turn is None:
             await self.stop_if_cancelled()
+            polled = bool(self.pending)  # the poll after the last turn brought steering
             if config.prepare_next_turn is not None and self._last_turn is not None:
-                self._apply(await config.prepare_next_turn(self._last_turn))
-                await self.stop_if_cancelled()
-            if not self.pending and config.get_steering_messages is not None:
-                self.pending = list(await config.get_steering_messages())
+                await self._prepare_next_turn(self._last_turn)
+            if not polled and config.get_steering_messages is not None:
+                self.pending += await config.get_steering_messages()
             turn = _TurnOwed()
             await self.emit(self.open(turn, TurnStart()))
         if self.pending:
             await self._inject()
+        if config.prepare_request is not None:
+            await self._prepare_request()
         message = await self._stream_reply()
         if turn.batch is not None:  # none for an error or aborted reply
             if self.meter is not None:
@@ -473,6 +484,13 @@ class Run:
             if self.tool_calls is None:
                 self.tool_calls = ToolCalls(self)
             await self.tool_calls.run(turn.batch)
+        decision: TurnDecision | None = None
+        last_turn: TurnContext | None = None
+        if config.finish_turn is not None:
+            batch = turn.batch
+            results = () if batch is None else batch.messages
+            last_turn = self._turn_context(message, results)
+            decision = await self._finish_turn(last_turn)
         results = self.batch_done(turn)
         await self.emit(self.close(_turn_end(message, results)))
         if message.stop_reason == "error" or message.stop_reason == "aborted":
@@ -483,20 +501,77 @@ class Run:
             if reached is not None:
                 await self.emit(self.end(reached))
                 return True
+        if decision is not None:
+            if decision == "end":
+                await self.emit(self.end())
+                return True
+            self.again = True  # "continue"
         stop = config.should_stop_after_turn
         if stop is not None or config.prepare_next_turn is not None:
-            self._last_turn = last_turn = TurnContext(
-                message=message,
-                tool_results=results,
-                context=self.context(),
-                new_messages=Prefix(self.new_messages),
-            )
+            if last_turn is None:
+                last_turn = self._turn_context(message, results)
             if stop is not None and await stop(last_turn):
                 await self.emit(self.end())
                 return True
         if config.get_steering_messages is not None:
             await self._poll_steering()
+        if self.again and (self.more or self.pending):
+            self.again = False  # the tool results or the steering ask the model again
         return False
+
+    def _turn_context(
+        self, message: AssistantMessage, results: tuple[ToolResultMessage, ...]
+    ) -> TurnContext:
+        """The finished turn of ``message``, as hooks see it (kept for ``prepare_next_turn``)."""
+        self._last_turn = last_turn = TurnContext(
+            message=message,
+            tool_results=results,
+            context=self.context(),
+            new_messages=Prefix(self.new_messages),
+        )
+        return last_turn
+
+    async def _finish_turn(self, turn: TurnContext) -> TurnDecision | None:
+        finish = self.config.finish_turn
+        assert finish is not None
+        decision = await finish(turn)
+        if decision is not None and decision != "continue" and decision != "end":
+            raise ValueError(
+                f"finish_turn returned {decision!r:.80}; it must return 'continue', 'end' or None"
+            )
+        return decision
+
+    async def _prepare_next_turn(self, turn: TurnContext) -> None:
+        """Take what ``prepare_next_turn`` returns: its changes, and its messages, to be
+        announced first."""
+        prepare = self.config.prepare_next_turn
+        assert prepare is not None
+        next_turn = await prepare(turn)
+        if next_turn is not None:
+            if not isinstance(next_turn, NextTurn):
+                raise TypeError(
+                    f"prepare_next_turn returned {next_turn!r:.80}, not a NextTurn or None"
+                )
+            self._apply(next_turn)
+            if next_turn.messages:
+                self.pending[:0] = next_turn.messages
+        await self.stop_if_cancelled()
+
+    async def _prepare_request(self) -> None:
+        """Ask ``prepare_request`` about the request about to be sent; take its changes."""
+        prepare = self.config.prepare_request
+        assert prepare is not None
+        level = self.reasoning
+        request = RequestContext(
+            context=self.context(), model=self.model, thinking_level=level or "off"
+        )
+        update = await prepare(request)
+        if update is not None:
+            if not isinstance(update, RequestUpdate):
+                raise TypeError(
+                    f"prepare_request returned {update!r:.80}, not a RequestUpdate or None"
+                )
+            self._apply(update)
 
     def _admit(self, batch: Batch) -> None:
         """Answer the calls of ``batch`` past the run's tool-call budget with an error (they
@@ -537,10 +612,9 @@ class Run:
         """The run's context as hooks see it: read-only views, O(1) to make."""
         return AgentContext(self.system_prompt, Prefix(self.messages), self.tools)
 
-    def _apply(self, next_turn: NextTurn | None) -> None:
-        """Take what ``prepare_next_turn`` changed, for the rest of the run."""
-        if next_turn is None:
-            return
+    def _apply(self, next_turn: NextTurn | RequestUpdate) -> None:
+        """Take what ``prepare_next_turn`` or ``prepare_request`` changed, for the rest of
+        the run."""
         if next_turn.context is not None:
             context = next_turn.context
             self.system_prompt = context.system_prompt
