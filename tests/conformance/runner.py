@@ -353,7 +353,9 @@ class Harness:
         # Trio starts the calls of a parallel batch together, in an order its
         # scheduler picks at random; the record lists them in source order,
         # which is the order pi invokes them in.
-        self.execution_order: list[tuple[int, int]] = []
+        # Calls a tool runs through run_tool_call come right after it, in the order it runs them.
+        self.execution_order: list[tuple[int, int, int]] = []
+        self.inner_calls: dict[str, int] = {}  # inner call id -> the position of its tool's call
         self.batch_seq = 0
         self.call_positions: dict[str, int] = {}
         self.hook_calls: list[dict[str, Any]] = []
@@ -399,7 +401,12 @@ class Harness:
                 "outcome": "running",
             }
             self.tool_executions.append(record)
-            self.execution_order.append((self.batch_seq, self.call_positions.get(tool_call_id, 0)))
+            if tool_call_id in self.call_positions:
+                order = (self.batch_seq, self.call_positions[tool_call_id], 0)
+            else:
+                position = self.inner_calls.get(tool_call_id, 0)
+                order = (self.batch_seq, position, len(self.execution_order) + 1)
+            self.execution_order.append(order)
 
             def fill(template: str) -> str:
                 return (
@@ -423,7 +430,8 @@ class Harness:
                 await _sleep_ms(delay - updates * piece)
                 details = b.get("details", {})
                 if "runToolCall" in b:
-                    details = {**details, "inner": await self._run_inner(b["runToolCall"])}
+                    inner = await self._run_inner(tool_call_id, b["runToolCall"])
+                    details = {**details, "inner": inner}
                 if "throw" in b:
                     raise ScriptError(fill(b["throw"]))
                 extra: dict[str, Any] = {}  # the 1.6 fields, only when a scenario sets them
@@ -469,13 +477,14 @@ class Harness:
             **extra,
         )
 
-    async def _run_inner(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _run_inner(self, outer: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The ``runToolCall`` behaviour: each call through ``run_tool_call`` with the run's
         tool hooks, the last assistant message and an empty context."""
         assert self.last_assistant is not None
         spec = self.config_spec
         outcomes = []
         for call in calls:
+            self.inner_calls[call["id"]] = self.call_positions.get(outer, 0)
             outcome = await trio_agent.run_tool_call(
                 ToolCall(call["id"], call["name"], copy.deepcopy(call.get("arguments", {}))),
                 tools=self.tools,
