@@ -17,6 +17,11 @@ How the scenario semantics map onto Trio (the conformance README):
 * ``afterMs`` actions run in a task of the harness's nursery, ``on`` actions
   inside the listener after the triggering line was printed.
 
+A scenario in ``scenarios_1_6/`` is printed in the 1.6 format (README.md): durations
+(``timed``), structured content and a result's own ``is_error`` are in its lines, and
+its keys drive ``prepare_request``, ``finish_turn``, ``NextTurn.messages`` and
+``run_tool_call``.
+
 Drivers: ``loop`` runs ``run_agent_loop`` / ``run_agent_loop_continue`` with
 the harness's own queues. ``agent`` drives ``trio_agent.Agent`` (when the
 package has one). ``--driver loop`` forces the loop driver on an agent

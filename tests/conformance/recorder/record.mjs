@@ -2,6 +2,7 @@
 // Record the reference trace of one conformance scenario.
 //
 //   node record.mjs --pi DIR SCENARIO.json [--driver loop|agent] > SCENARIO.expected.jsonl
+//   node record.mjs --pi DIR SCENARIO.json --check   # compare with SCENARIO.expected.jsonl
 //
 // DIR holds node_modules/@earendil-works/pi-agent-core (and its pi-ai), e.g. a folder where
 // `npm install @earendil-works/pi-agent-core@1.6.0` was run. The scenario format and the
@@ -9,7 +10,7 @@
 // of the 1.x hooks); the major version of the installed package selects how the harness
 // talks to it (1.x: system prompt and tool declarations in the transcript's system messages).
 
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -19,8 +20,10 @@ const argv = process.argv.slice(2);
 let piDir = process.env.PI_AGENT_CORE_DIR ?? ".";
 let scenarioPath;
 let driverOverride;
+let check = false;
 for (let i = 0; i < argv.length; i++) {
 	if (argv[i] === "--pi") piDir = argv[++i];
+	else if (argv[i] === "--check") check = true;
 	else if (argv[i] === "--driver") driverOverride = argv[++i];
 	else scenarioPath = argv[i];
 }
@@ -842,4 +845,11 @@ if (agent) {
 	result.queued = { steering: steering.length, followUp: followUps.length };
 }
 out(result);
-process.stdout.write(lines.map((line) => `${line}\n`).join(""));
+const text = lines.map((line) => `${line}\n`).join("");
+if (check) {
+	const expected = scenarioPath.replace(/\.json$/, ".expected.jsonl");
+	const same = existsSync(expected) && readFileSync(expected, "utf8") === text;
+	console.log(`${same ? "same" : "differs"} ${path.basename(scenarioPath)} (pi-agent-core ${corePackage.version})`);
+	process.exit(same ? 0 : 1);
+}
+process.stdout.write(text);
