@@ -432,6 +432,57 @@ def check_agent_state(result: ScenarioResult) -> None:
         assert state.error_message == f"InjectedFailure: {result.raised}"
 
 
+TURN_HOOKS = ("finish_turn", "prepare_request", "prepare_next_turn")
+
+
+def check_turn_hooks(result: ScenarioResult) -> None:
+    """The turn hooks (drawn by the scenarios): where each is called and what it does.
+
+    No hook is called after an abort. ``prepare_request`` is called right
+    before every model call (no event in between) and its thinking level is
+    the one sent. ``finish_turn`` comes right before its turn's ``turn_end``,
+    once for every turn of a run nothing interrupted; after ``"end"`` the run
+    ends (``turn_end``, ``agent_end``, no model call). The messages of
+    ``prepare_next_turn`` are in the transcript of a run that returned, once
+    each and in order.
+    """
+    scenario = result.scenario
+    timeline = result.timeline
+    abort = result.first("abort")
+    if abort is not None:
+        late = [mark for mark in timeline[abort + 1 :] if mark.kind in TURN_HOOKS]
+        assert late == [], late
+    if scenario.prepare_request:
+        requests = result.marks("prepare_request")
+        for index, mark in enumerate(timeline):
+            if mark.kind == "model_call":
+                before = [
+                    m.kind for m in timeline[:index] if m.kind in ("event", "prepare_request")
+                ]
+                assert before[-1] == "prepare_request", timeline[:index]
+        assert [m.detail for m in requests][:1] in ([], ["off"])
+        assert {m.detail for m in requests[1:]} <= {"low"}
+        assert {call.options.reasoning for call in result.model.calls} <= {"low"}
+    if scenario.finish_turn is not None:
+        finishes = [i for i, mark in enumerate(timeline) if mark.kind == "finish_turn"]
+        for index in finishes:
+            after = [m for m in timeline[index + 1 :] if m.kind in ("event", "model_call")]
+            assert [(m.kind, m.detail) for m in after[:1]] in ([], [("event", "turn_end")]), after
+            if timeline[index].detail == "end" and not interrupted(result):
+                assert [(m.kind, m.detail) for m in after] == [
+                    ("event", "turn_end"),
+                    ("event", "agent_end"),
+                ], after
+        if result.returned and not interrupted(result):
+            assert len(finishes) == len(result.marks("event", "turn_end"))
+    if scenario.next_turn_messages is not None and result.returned:
+        transcript = result.transcript
+        assert transcript is not None
+        found = [m for m in transcript if any(m is p for p in result.prepared)]
+        assert len(found) == len(result.prepared)
+        assert all(a is b for a, b in zip(found, result.prepared, strict=True))
+
+
 def check_play(result: ScenarioResult) -> None:
     check_no_task_outlives_the_run(result)
     check_what_escapes(result)
@@ -442,6 +493,7 @@ def check_play(result: ScenarioResult) -> None:
     check_abort(result)
     check_queues(result)
     check_agent_state(result)
+    check_turn_hooks(result)
 
 
 # --- the tests -----------------------------------------------------------------------------------

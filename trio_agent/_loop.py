@@ -534,6 +534,7 @@ class Run:
     async def _finish_turn(self, turn: TurnContext) -> TurnDecision | None:
         finish = self.config.finish_turn
         assert finish is not None
+        await self.stop_if_cancelled()  # no hook is called after an abort
         decision = await finish(turn)
         if decision is not None and decision != "continue" and decision != "end":
             raise ValueError(
@@ -561,6 +562,7 @@ class Run:
         """Ask ``prepare_request`` about the request about to be sent; take its changes."""
         prepare = self.config.prepare_request
         assert prepare is not None
+        await self.stop_if_cancelled()  # no hook is called after an abort
         level = self.reasoning
         request = RequestContext(
             context=self.context(), model=self.model, thinking_level=level or "off"

@@ -37,7 +37,12 @@ from .._config import (
     AgentLoopConfig,
     BeforeToolCallContext,
     BeforeToolCallResult,
+    NextTurn,
+    RequestContext,
+    RequestUpdate,
     ToolExecution,
+    TurnContext,
+    TurnDecision,
 )
 from .._events import AgentEvent, AssistantMessageEvent
 from .._json import to_json
@@ -99,7 +104,10 @@ class Mark:
     ``stream_raise`` (the stream function broke its contract), ``tool_start``,
     ``tool_update``, ``tool_end`` (returned), ``tool_raise`` (raised an
     exception), ``tool_cancelled`` (saw ``trio.Cancelled``), ``before_hook``,
-    ``after_hook`` (``detail``: the tool-call id), and the injections
+    ``after_hook`` (``detail``: the tool-call id), the turn hooks
+    ``finish_turn`` (``detail``: what it returns), ``prepare_request``
+    (``detail``: the thinking level it sees) and ``prepare_next_turn``
+    (``detail``: how many messages it adds), and the injections
     ``steer``, ``follow_up``, ``abort``, ``outer_cancel``,
     ``listener_failure`` (``detail``: the message text or the trigger).
     """
@@ -332,7 +340,17 @@ class Scenario:
     - ``tool_time_limit``, ``max_parallel_tools``: as for an
       :class:`~trio_agent.Agent` (a call past the limit is answered with
       :meth:`timeout_text`); a ``tool_time_limit`` that is not a positive
-      finite number is a ``ValueError`` here.
+      finite number is a ``ValueError`` here;
+    - ``finish_turn``: ``None`` (no such hook), or what the run's
+      ``finish_turn`` returns at each of its calls, in order (``None`` past
+      the end);
+    - ``prepare_request``: whether the run has a ``prepare_request`` hook
+      (it asks for the thinking level ``"low"``);
+    - ``next_turn_messages``: ``None`` (no ``prepare_next_turn``), or how
+      many user messages each call of the run's ``prepare_next_turn`` adds
+      (none past the end).
+
+    Each of these hooks takes a millisecond of virtual time.
     """
 
     replies: tuple[faux.Reply, ...] = attrs.field(converter=_reply_tuple)
@@ -346,6 +364,9 @@ class Scenario:
     prompt: str = "go"
     tool_time_limit: float | None = attrs.field(default=None)
     max_parallel_tools: int | None = None
+    finish_turn: tuple[TurnDecision | None, ...] | None = None
+    prepare_request: bool = False
+    next_turn_messages: tuple[int, ...] | None = None
 
     @tool_time_limit.validator
     def _check_tool_time_limit(self, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -400,6 +421,8 @@ class ScenarioResult:
     leaked: list[str] = attrs.Factory(list)
     """Tasks the run started that were still alive when it ended."""
     agent: Agent | None = None
+    prepared: list[AgentMessage] = attrs.Factory(list)
+    """The messages the scenario's ``prepare_next_turn`` returned, in order."""
 
     def marks(self, kind: str, detail: str | None = None) -> list[Mark]:
         """The marks of one kind (and detail), in order."""
@@ -413,6 +436,9 @@ class ScenarioResult:
             if mark.kind == kind and (detail is None or mark.detail == detail):
                 return index
         return None
+
+
+_HOOK_TIME = 0.001  # seconds of virtual time each turn hook of a scenario takes
 
 
 def _fresh(reply: faux.Reply) -> faux.Reply:
@@ -537,6 +563,37 @@ async def run_scenario(
             raise InjectedFailure(f"after_tool_call failed for {call_id}")
         return None
 
+    async def finish_turn(turn: TurnContext) -> TurnDecision | None:
+        decisions = scenario.finish_turn or ()
+        index = len(result.marks("finish_turn"))
+        decision = decisions[index] if index < len(decisions) else None
+        _mark(timeline, "finish_turn", str(decision))
+        await trio.sleep(_HOOK_TIME)
+        return decision
+
+    async def prepare_request(request: RequestContext) -> RequestUpdate:
+        _mark(timeline, "prepare_request", request.thinking_level)
+        await trio.sleep(_HOOK_TIME)
+        return RequestUpdate(thinking_level="low")
+
+    async def prepare_next_turn(turn: TurnContext) -> NextTurn:
+        counts = scenario.next_turn_messages or ()
+        index = len(result.marks("prepare_next_turn"))
+        count = counts[index] if index < len(counts) else 0
+        _mark(timeline, "prepare_next_turn", str(count))
+        await trio.sleep(_HOOK_TIME)
+        made = [UserMessage.text(f"next {index}.{k}") for k in range(count)]
+        result.prepared += made
+        return NextTurn(messages=made)
+
+    hooks: dict[str, Any] = {}
+    if scenario.finish_turn is not None:
+        hooks["finish_turn"] = finish_turn
+    if scenario.prepare_request:
+        hooks["prepare_request"] = prepare_request
+    if scenario.next_turn_messages is not None:
+        hooks["prepare_next_turn"] = prepare_next_turn
+
     def take(kind: str, mode: QueueMode) -> list[AgentMessage]:
         queue = queues[kind]
         taken = list(queue) if mode == "all" else queue[:1]
@@ -563,6 +620,7 @@ async def run_scenario(
             max_parallel_tools=scenario.max_parallel_tools,
             steering_mode=scenario.steering_mode,
             follow_up_mode=scenario.follow_up_mode,
+            **hooks,
         )
         agent.subscribe(recorder)
         result.agent = agent
@@ -576,6 +634,7 @@ async def run_scenario(
         get_follow_up_messages=poll_follow_ups,
         before_tool_call=before_tool_call,
         after_tool_call=after_tool_call,
+        **hooks,
     )
 
     async def at_time(injection: Injection, when: float) -> None:

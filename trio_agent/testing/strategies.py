@@ -485,6 +485,8 @@ _EVENT_TRIGGERS = st.tuples(
     st.integers(1, 3),
 )
 _TIMES = st.integers(0, 60).map(lambda ms: ms / 1000)
+_DECISIONS = st.lists(st.sampled_from([None, "continue", "end"]), max_size=3).map(tuple)
+_MESSAGE_COUNTS = st.lists(st.integers(0, 2), max_size=3).map(tuple)
 
 
 def _injection(kind: InjectionKind, at_event_only: bool = False) -> SearchStrategy[Injection]:
@@ -544,6 +546,7 @@ def _scenarios(
     final_stop_reasons: Sequence[StopReason | None],
     broken_streams: bool,
     failing_hooks: bool,
+    turn_hooks: bool,
 ) -> Scenario:
     script: list[faux.Reply] = []
     table: dict[str, ToolBehaviour] = {}
@@ -582,6 +585,13 @@ def _scenarios(
         tool_time_limit=draw(st.sampled_from([None, None, None, 0.008, 0.015])),
         max_parallel_tools=draw(st.sampled_from([None, None, None, 1, 2])),
     )
+    if turn_hooks:
+        scenario = attrs.evolve(
+            scenario,
+            finish_turn=draw(st.none() | st.none() | _DECISIONS),
+            prepare_request=draw(st.sampled_from([False, False, False, True])),
+            next_turn_messages=draw(st.none() | st.none() | _MESSAGE_COUNTS),
+        )
     if scenario.hangs and not timed_end:
         # Something must end a hanging tool: an abort at a time after everything else.
         scenario = attrs.evolve(scenario, injections=(*chosen, Injection("abort", at=0.1)))
@@ -598,13 +608,16 @@ def scenarios(
     final_stop_reasons: Sequence[StopReason | None] = (None, None, None, None, "error", "aborted"),
     broken_streams: bool = True,
     failing_hooks: bool = True,
+    turn_hooks: bool = True,
 ) -> SearchStrategy[Scenario]:
     """Whole scenarios: up to ``max_turns`` replies with 1-``max_tool_calls`` tool calls
     each (to ``tool_names``, repeat a name to weight it; a tool-call reply may stop for
     ``length``), then a last reply without calls (its stop reason from
     ``final_stop_reasons``; rarely, with ``broken_streams``, a stream function that
     raises :class:`InjectedFailure`), a behaviour per call, sometimes a failing
-    hook, and injections; some scenarios set a ``tool_time_limit`` or
+    hook, and injections; with ``turn_hooks``, some scenarios have a ``finish_turn``
+    (returning ``None``, ``"continue"`` or ``"end"``), a ``prepare_request`` or a
+    ``prepare_next_turn`` that adds messages; some scenarios set a ``tool_time_limit`` or
     ``max_parallel_tools``. A scenario whose tool may hang gets an abort at 100 ms
     unless an abort or outer cancellation at a time is already injected.
     """
@@ -617,6 +630,7 @@ def scenarios(
         tuple(final_stop_reasons),
         broken_streams,
         failing_hooks,
+        turn_hooks,
     )
 
 
