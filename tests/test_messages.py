@@ -77,6 +77,7 @@ def test_tool_result_message_defaults() -> None:
         "is_error": False,
         "usage": None,
         "timestamp": 5,
+        "duration": None,
     }
     assert expected == attrs.asdict(message, recurse=False)
 

@@ -64,6 +64,8 @@ from ._events import ToolExecutionStart as ToolExecutionStart
 from ._events import ToolExecutionUpdate as ToolExecutionUpdate
 from ._events import TurnEnd as TurnEnd
 from ._events import TurnStart as TurnStart
+from ._execution import ToolCallOutcome as ToolCallOutcome
+from ._execution import run_tool_call as run_tool_call
 from ._json import dumps as dumps
 from ._json import from_json as from_json
 from ._json import loads as loads
@@ -104,6 +106,7 @@ from ._stream import StreamOptions as StreamOptions
 from ._stream import Timeouts as Timeouts
 from ._tools import AgentTool as AgentTool
 from ._tools import ExecutionMode as ExecutionMode
+from ._tools import ReplayPolicy as ReplayPolicy
 from ._tools import ToolExecute as ToolExecute
 from ._tools import ToolUpdate as ToolUpdate
 
@@ -150,6 +153,7 @@ __all__ = [
     "NextTurn",
     "QueueMode",
     "ReasoningLevel",
+    "ReplayPolicy",
     "RequestContext",
     "RequestUpdate",
     "StopReason",
@@ -172,6 +176,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolCallEnd",
+    "ToolCallOutcome",
     "ToolCallStart",
     "ToolDefinitionError",
     "ToolExecute",
@@ -201,6 +206,7 @@ __all__ = [
     "register_message_kind",
     "run_agent_loop",
     "run_agent_loop_continue",
+    "run_tool_call",
     "to_json",
     "tool",
 ]

@@ -104,13 +104,18 @@ class AfterToolCallContext:
 
 @attrs.frozen(kw_only=True)
 class AfterToolCallResult:
-    """Overrides for a call's result, field by field; a field left ``None`` keeps its value."""
+    """Overrides for a call's result, field by field; a field left ``None`` keeps its value.
+
+    One exception, pi's rule: new ``content`` without ``structured_content`` drops the
+    result's structured content, which may no longer match it (return both to keep it).
+    """
 
     content: Sequence[ToolResultContent] | None = None
     details: Any = None
     usage: Usage | None = None
     terminate: bool | None = None
     is_error: bool | None = None
+    structured_content: Any = None
 
 
 @attrs.frozen(kw_only=True)

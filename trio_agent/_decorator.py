@@ -88,7 +88,7 @@ import trio
 
 from ._errors import ToolDefinitionError
 from ._messages import ToolResult
-from ._tools import AgentTool, ExecutionMode, ToolUpdate
+from ._tools import AgentTool, ExecutionMode, ReplayPolicy, ToolUpdate
 
 __all__ = ["tool"]
 
@@ -128,6 +128,8 @@ def tool(
     abandon_on_cancel: bool = False,
     time_limit: float | None = None,
     limiter: trio.CapacityLimiter | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    replay: ReplayPolicy | None = None,
 ) -> AgentTool: ...
 
 
@@ -142,6 +144,8 @@ def tool(
     abandon_on_cancel: bool = False,
     time_limit: float | None = None,
     limiter: trio.CapacityLimiter | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    replay: ReplayPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], AgentTool]: ...
 
 
@@ -157,12 +161,14 @@ def tool(
     abandon_on_cancel: bool = False,
     time_limit: float | None = None,
     limiter: trio.CapacityLimiter | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    replay: ReplayPolicy | None = None,
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Make an :class:`AgentTool` of a typed function (``@tool`` or ``@tool(...)``).
 
     ``name`` and ``description`` replace the function's name and docstring summary;
-    ``label``, ``execution_mode``, ``prepare_arguments``, ``time_limit`` and ``limiter`` go to
-    the ``AgentTool`` as they are.
+    ``label``, ``execution_mode``, ``prepare_arguments``, ``time_limit``, ``limiter``,
+    ``output_schema`` and ``replay`` go to the ``AgentTool`` as they are.
     See the module docstring for the schema, the injected parameters and the return values.
 
     Cancellation: an async function is cancelled at its next checkpoint. A sync function runs
@@ -187,6 +193,8 @@ def tool(
             abandon_on_cancel=abandon_on_cancel,
             time_limit=time_limit,
             limiter=limiter,
+            output_schema=output_schema,
+            replay=replay,
         )
 
     return decorate if fn is None else decorate(fn)
@@ -206,6 +214,8 @@ def _make_tool(
     abandon_on_cancel: bool,
     time_limit: float | None = None,
     limiter: trio.CapacityLimiter | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    replay: ReplayPolicy | None = None,
 ) -> AgentTool:
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         raise ToolDefinitionError(f"@tool needs a function (def or async def), not {fn!r}")
@@ -263,6 +273,8 @@ def _make_tool(
         execution_mode=execution_mode,
         time_limit=time_limit,
         limiter=limiter,
+        output_schema=output_schema,
+        replay=replay,
     )
 
 

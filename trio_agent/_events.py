@@ -347,13 +347,19 @@ class ToolExecutionUpdate:
 @fast_init
 @attrs.frozen
 class ToolExecutionEnd:
-    """Tool call ``tool_call_id`` has its result."""
+    """Tool call ``tool_call_id`` has its result.
+
+    ``duration``: how long the tool's ``execute`` took, in seconds on the run's
+    clock; ``None`` when the tool did not run (JSON: pi's ``durationMs``, left out
+    when ``None``).
+    """
 
     type: ClassVar[Literal["tool_execution_end"]] = "tool_execution_end"
     tool_call_id: str
     tool_name: str
     result: ToolResult
     is_error: bool
+    duration: float | None = None
 
 
 AgentEvent: TypeAlias = (

@@ -48,7 +48,15 @@ import attrs
 import trio
 
 from ._cancel import children_probe
-from ._config import AfterToolCallContext, AgentContext, AgentLoopConfig, BeforeToolCallContext
+from ._config import (
+    AfterToolCallContext,
+    AfterToolCallResult,
+    AgentContext,
+    AgentLoopConfig,
+    BeforeToolCallContext,
+    BeforeToolCallResult,
+    _async_hook,
+)
 from ._events import AgentEvent, ToolExecutionEnd, ToolExecutionStart, ToolExecutionUpdate
 from ._frozen import maker
 from ._messages import (
@@ -63,15 +71,49 @@ from ._messages import (
     now_ms,
 )
 from ._pump import UpdatePump
-from ._tools import AgentTool
+from ._tools import AgentTool, check_time_limit
 
-__all__ = ["ABORTED", "Batch", "CallState", "Host", "ToolCalls", "closing_batch_events"]
+__all__ = [
+    "ABORTED",
+    "Batch",
+    "CallState",
+    "Host",
+    "ToolCallOutcome",
+    "ToolCalls",
+    "closing_batch_events",
+    "run_tool_call",
+]
 
 ABORTED = "Operation aborted"
 _BLOCKED = "Tool execution was blocked"
 
 BatchMode = Literal["parallel", "sequential", "truncated"]
 _T = TypeVar("_T")
+
+
+class ToolHooks(Protocol):
+    """The hooks a call goes through (the run's config has them)."""
+
+    @property
+    def before_tool_call(
+        self,
+    ) -> Callable[[BeforeToolCallContext], Awaitable[BeforeToolCallResult | None]] | None: ...
+    @property
+    def after_tool_call(
+        self,
+    ) -> Callable[[AfterToolCallContext], Awaitable[AfterToolCallResult | None]] | None: ...
+
+
+class CallHost(Protocol):
+    """What preparing, asking about and finalizing one call needs: the hooks, the tools,
+    the context the hooks see, and the abort check (a run, or :func:`run_tool_call`)."""
+
+    @property
+    def config(self) -> ToolHooks: ...
+    @property
+    def tool_map(self) -> Mapping[str, AgentTool]: ...
+    def context(self) -> AgentContext: ...
+    async def stop_if_cancelled(self) -> None: ...
 
 
 class Host(Protocol):
@@ -116,6 +158,7 @@ class CallState:
     __slots__ = (
         "accepting",
         "args",
+        "duration",
         "ended",
         "index",
         "is_error",
@@ -136,6 +179,7 @@ class CallState:
         self.started = False
         self.ended = False
         self.accepting = False
+        self.duration: float | None = None
         self.message: ToolResultMessage | None = None
 
 
@@ -177,9 +221,12 @@ _execution_start: Callable[[str, str, Any], ToolExecutionStart] = maker(ToolExec
 _execution_update: Callable[[str, str, Any, ToolResult], ToolExecutionUpdate] = maker(
     ToolExecutionUpdate
 )
-_execution_end: Callable[[str, str, ToolResult, bool], ToolExecutionEnd] = maker(ToolExecutionEnd)
+_execution_end: Callable[[str, str, ToolResult, bool, float | None], ToolExecutionEnd] = maker(
+    ToolExecutionEnd
+)
 _result_message_of: Callable[
-    [str, str, tuple[ToolResultContent, ...], Any, bool, Usage | None, int], ToolResultMessage
+    [str, str, tuple[ToolResultContent, ...], Any, bool, Usage | None, int, float | None],
+    ToolResultMessage,
 ] = maker(ToolResultMessage)
 
 
@@ -198,7 +245,7 @@ def _end_event(state: CallState) -> ToolExecutionEnd:
     result = state.result
     assert result is not None
     state.ended = True
-    return _execution_end(call.id, call.name, result, state.is_error)
+    return _execution_end(call.id, call.name, result, state.is_error, state.duration)
 
 
 def _result_message(state: CallState) -> ToolResultMessage:
@@ -213,6 +260,7 @@ def _result_message(state: CallState) -> ToolResultMessage:
         state.is_error,
         result.usage,
         now_ms(),  # timestamp
+        state.duration,
     )
     state.message = message
     return message
@@ -221,7 +269,7 @@ def _result_message(state: CallState) -> ToolResultMessage:
 # --- preparing and executing ------------------------------------------------------------
 
 
-def _prepare(host: Host, state: CallState) -> bool:
+def _prepare(host: CallHost, state: CallState) -> bool:
     """Find the tool, shim and validate the arguments: whether the call can run.
 
     On success ``state.tool`` and ``state.args`` are set; on failure the call
@@ -247,7 +295,7 @@ def _prepare(host: Host, state: CallState) -> bool:
     return True
 
 
-async def _ask_before(host: Host, batch: Batch, state: CallState) -> None:
+async def _ask_before(host: CallHost, batch: Batch, state: CallState) -> None:
     """Ask ``before_tool_call`` (the run has one) about a prepared call: a block,
     or the hook's failure, is the call's result."""
     before = host.config.before_tool_call
@@ -283,9 +331,12 @@ async def _execute(
 
     The tool's ``time_limit`` (else ``default_limit``, the run's ``tool_time_limit``)
     bounds it: past it the tool is cancelled and the call's result is the timeout error.
+    A result the tool returns with ``is_error`` is an error; one that fails the tool's
+    ``output_schema`` is the tool's error. ``state.duration`` is how long ``execute``
+    took on the run's clock (to the millisecond), however it ended.
 
     The caller has checked that the run is not aborted. Cancellation:
-    ``Cancelled`` propagates and nothing is recorded.
+    ``Cancelled`` propagates and no result is recorded (the duration is).
     """
     tool = state.tool
     assert tool is not None
@@ -293,6 +344,8 @@ async def _execute(
     limit = tool.time_limit
     if limit is None:
         limit = default_limit
+    clock = trio.lowlevel.current_clock()
+    started = clock.current_time()
     state.accepting = True
     try:
         if limit is None:
@@ -309,12 +362,16 @@ async def _execute(
             raise TypeError(
                 f"tool {call.name!r} returned {type(result).__name__}, not a ToolResult"
             )
-        is_error = False
+        if tool.output_schema is not None:
+            tool.check_structured_content(result)
+        is_error = result.is_error
     except Exception as exc:  # invariant 3: a tool's exception is data; Cancelled is not caught
         result = error_result(exception_text(exc))
         is_error = True
     finally:
         state.accepting = False
+        # To the millisecond, as pi measures it: what JSON's durationMs holds, read back equal.
+        state.duration = round(clock.current_time() - started, 3)
     state.result = result
     state.is_error = is_error
 
@@ -366,7 +423,7 @@ class _Turns:
                 self._queue.pop().set()
 
 
-async def _finalize(host: Host, batch: Batch, state: CallState) -> None:
+async def _finalize(host: CallHost, batch: Batch, state: CallState) -> None:
     """Let ``after_tool_call`` (the run has one) override an executed call's result
     (in the loop task).
 
@@ -391,11 +448,16 @@ async def _finalize(host: Host, batch: Batch, state: CallState) -> None:
             )
         )
         if override is not None:
+            structured = override.structured_content
+            if structured is None and override.content is None:
+                structured = result.structured_content  # new content alone drops it (pi's rule)
             result = ToolResult(
                 content=result.content if override.content is None else tuple(override.content),
                 details=result.details if override.details is None else override.details,
                 usage=result.usage if override.usage is None else override.usage,
                 terminate=result.terminate if override.terminate is None else override.terminate,
+                structured_content=structured,
+                is_error=result.is_error,
             )
             if override.is_error is not None:
                 is_error = override.is_error
@@ -638,3 +700,118 @@ def closing_batch_events(host: Host, batch: Batch) -> Iterator[AgentEvent]:
     for state in batch.calls:
         if state.message is None:
             yield from host.announce_events(_result_message(state))
+
+
+# --- one call, for a program -----------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallOutcome:
+    """How one tool call ended, after its hooks: what :func:`run_tool_call` returns.
+
+    ``result`` is what the model would read (with its ``details`` and
+    ``structured_content``); ``is_error`` whether it is an error (a returned
+    ``is_error``, an exception, a block, an unknown tool, invalid arguments, an
+    ``after_tool_call`` override); ``duration`` how long the tool's ``execute`` took,
+    in seconds on Trio's clock, ``None`` when the tool did not run.
+    """
+
+    tool_call: ToolCall
+    result: ToolResult
+    is_error: bool
+    duration: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class _Caller:
+    """A :class:`CallHost` for :func:`run_tool_call`: the caller's tools, hooks and context."""
+
+    before_tool_call: (
+        Callable[[BeforeToolCallContext], Awaitable[BeforeToolCallResult | None]] | None
+    ) = attrs.field(validator=_async_hook)
+    after_tool_call: (
+        Callable[[AfterToolCallContext], Awaitable[AfterToolCallResult | None]] | None
+    ) = attrs.field(validator=_async_hook)
+    tool_map: Mapping[str, AgentTool]
+    agent_context: AgentContext
+
+    @property
+    def config(self) -> _Caller:
+        return self
+
+    def context(self) -> AgentContext:
+        return self.agent_context
+
+    async def stop_if_cancelled(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+
+def _ignore_update(partial: ToolResult) -> None:
+    pass
+
+
+async def run_tool_call(
+    tool_call: ToolCall,
+    *,
+    tools: Iterable[AgentTool],
+    assistant_message: AssistantMessage,
+    context: AgentContext,
+    before_tool_call: (
+        Callable[[BeforeToolCallContext], Awaitable[BeforeToolCallResult | None]] | None
+    ) = None,
+    after_tool_call: (
+        Callable[[AfterToolCallContext], Awaitable[AfterToolCallResult | None]] | None
+    ) = None,
+    on_update: Callable[[ToolResult], None] | None = None,
+    time_limit: float | None = None,
+) -> ToolCallOutcome:
+    """Run one tool call through the steps of a call the model makes: find the tool in
+    ``tools`` (the first of its name), ``prepare_arguments``, validate the arguments,
+    ``before_tool_call``, ``execute``, ``after_tool_call``, with the code the loop runs.
+
+    For a tool that calls other tools: pass the run's hooks (a permission check in
+    ``before_tool_call``, say) and they apply to those calls too. ``assistant_message``
+    and ``context`` are what the hooks see. ``on_update`` gets the tool's progress
+    reports (until ``execute`` returns). ``time_limit`` (seconds) bounds ``execute`` as a
+    run's ``tool_time_limit`` does (the tool's own ``time_limit`` wins), and the tool's
+    ``limiter`` is held around it.
+
+    Emits no event and adds no message. Never raises for a failure of the call: an
+    unknown tool, invalid arguments, a block, a hook's or the tool's exception, a
+    returned ``is_error``, a timeout all come back as an outcome with ``is_error``.
+    Raises ``TypeError`` / ``ValueError`` for a hook that is not async or a ``time_limit``
+    that is not a positive number. Cancellation is the caller's scope: checked before
+    the hooks run, after ``before_tool_call`` and before ``execute``; when it
+    cancels, ``Cancelled`` propagates and nothing is returned.
+    """
+    check_time_limit(time_limit, "run_tool_call: time_limit")
+    tool_map: dict[str, AgentTool] = {}
+    for candidate in tools:
+        tool_map.setdefault(candidate.name, candidate)
+    caller = _Caller(
+        before_tool_call=before_tool_call,
+        after_tool_call=after_tool_call,
+        tool_map=tool_map,
+        agent_context=context,
+    )
+    await trio.lowlevel.checkpoint_if_cancelled()  # an aborted caller runs no hook
+    batch = Batch(assistant_message, (tool_call,), "sequential")
+    state = batch.calls[0]
+    if _prepare(caller, state) and before_tool_call is not None:
+        await _ask_before(caller, batch, state)
+    if state.result is None:  # prepared, and not blocked
+        await trio.lowlevel.checkpoint_if_cancelled()
+        report = _ignore_update if on_update is None else on_update
+
+        def update(partial: ToolResult) -> None:
+            if state.accepting:
+                report(partial)
+
+        await _execute_limited(state, update, time_limit)
+        if after_tool_call is not None:
+            await _finalize(caller, batch, state)
+    result = state.result
+    assert result is not None
+    return ToolCallOutcome(
+        tool_call=tool_call, result=result, is_error=state.is_error, duration=state.duration
+    )

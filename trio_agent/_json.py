@@ -214,7 +214,11 @@ _OMITTED_WHEN: dict[str, object] = {
     "usage": None,
     "terminate": None,
     "cacheWrite1h": 0,
+    "structuredContent": None,
+    "durationMs": None,
 }
+_OMITTED_IN: dict[type[Any], dict[str, object]] = {}
+"""Keys left out of one class's JSON when they hold this value (filled in below)."""
 
 
 _LONG_INT_BITS = 14_000  # fewer bits: fewer than 4,300 digits, Python's default limit
@@ -296,10 +300,40 @@ def _is_free_form(into: Any) -> bool:
     return into is Any or (typing.get_origin(into) is dict and typing.get_args(into)[1:] == (Any,))
 
 
-_KEYS: dict[tuple[type[Any], str], str] = {(Usage, "cache_write_long"): "cacheWrite1h"}
+_KEYS: dict[tuple[type[Any], str], str] = {
+    (Usage, "cache_write_long"): "cacheWrite1h",
+    (ToolResultMessage, "duration"): "durationMs",
+}
 """Fields whose JSON key is pi's own name, not their name in camelCase."""
 _KEY_NAMES = {name: key for (_, name), key in _KEYS.items()}
 """The same keys by field name, for the paths of error messages."""
+
+
+def _milliseconds(seconds: float | None) -> int | None:
+    """A duration in seconds as pi's ``durationMs``: whole milliseconds (``None`` stays)."""
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return round(seconds * 1000)
+
+
+def _seconds(data: Any, _: Any) -> float | None:
+    """pi's ``durationMs`` (a number of milliseconds, not negative) as seconds."""
+    if data is None:
+        return None
+    if (
+        isinstance(data, int | float)
+        and not isinstance(data, bool)
+        and math.isfinite(data)
+        and data >= 0
+    ):
+        return data / 1000
+    raise ValueError(f"expected a number of milliseconds, not negative, got {_shown(data)}")
+
+
+_FIELD_HOOKS: dict[tuple[type[Any], str], tuple[Callable[..., Any], Callable[[Any, Any], Any]]] = {
+    (ToolResultMessage, "duration"): (_milliseconds, _seconds),
+}
+"""Fields whose JSON is not their value: (how it is written, how it is read)."""
 
 
 def _camel(name: str) -> str:
@@ -318,14 +352,20 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
         field.name: override(
             rename=_KEYS.get((cls, field.name)) or _camel(field.alias),
             unstruct_hook=(
-                _free_form(f"{cls.__name__}.{field.name}")
+                _FIELD_HOOKS[cls, field.name][0]
+                if (cls, field.name) in _FIELD_HOOKS
+                else _free_form(f"{cls.__name__}.{field.name}")
                 if _is_free_form(types.get(field.name))
                 else None
+            ),
+            struct_hook=(
+                _FIELD_HOOKS[cls, field.name][1] if (cls, field.name) in _FIELD_HOOKS else None
             ),
         )
         for field in fields
         if field.init
     }
+    omitted_when = {**_OMITTED_WHEN, **_OMITTED_IN.get(cls, {})}
     # cattrs types the keyword overrides as one fixed keyword, not as **kwargs of overrides.
     unstructure = make_dict_unstructure_fn(cls, _converter, **renames)  # type: ignore[arg-type]  # see above
     structure = make_dict_structure_fn(cls, _converter, _cattrs_forbid_extra_keys=True, **renames)  # type: ignore[arg-type]  # see above
@@ -333,7 +373,7 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
 
     def to_json(value: Any) -> dict[str, Any]:
         data = unstructure(value)
-        for key, omitted in _OMITTED_WHEN.items():
+        for key, omitted in omitted_when.items():
             if key in data:
                 value = data[key]
                 # Of the same type too: ``False == 0``, and a flag is not a count.
@@ -353,6 +393,8 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
     _converter.register_unstructure_hook(cls, to_json)
     _converter.register_structure_hook(cls, from_json)
 
+
+_OMITTED_IN[ToolResult] = {"isError": False}  # a message always says (pi writes it)
 
 _DATA_CLASSES: tuple[tuple[type[Any], str | None], ...] = (
     (Cost, None),
@@ -472,6 +514,10 @@ def _register_event(cls: type[Any]) -> None:
             data["message"] = _converter.unstructure(event.message)
         elif isinstance(event, AgentEnd) and event.stop is None:
             del data["stop"]  # written only when a budget ended the run
+        elif isinstance(event, ToolExecutionEnd):
+            del data["duration"]  # pi's durationMs, written only when the tool ran
+            if event.duration is not None:
+                data["durationMs"] = _milliseconds(event.duration)
         return data
 
     _converter.register_unstructure_hook(cls, to_json)

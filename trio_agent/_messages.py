@@ -260,7 +260,14 @@ class AssistantMessage:
 @fast_init
 @attrs.frozen(kw_only=True)
 class ToolResultMessage:
-    """The result of tool call ``tool_call_id``, as the model will see it."""
+    """The result of tool call ``tool_call_id``, as the model will see it.
+
+    ``duration`` is how long the tool's ``execute`` took, in seconds on the run's
+    (monotonic) clock; ``None`` when the tool did not run (unknown, invalid arguments,
+    blocked) and in results written before it existed. Its JSON is pi's ``durationMs``
+    (whole milliseconds, left out when ``None``). The result's ``structured_content``
+    is not kept here, as in pi: it is for the caller of the tool, never for the model.
+    """
 
     role: ClassVar[Literal["toolResult"]] = "toolResult"
     tool_call_id: str
@@ -270,6 +277,7 @@ class ToolResultMessage:
     is_error: bool = False
     usage: Usage | None = None
     timestamp: int = attrs.field(factory=now_ms)
+    duration: float | None = None
 
 
 @fast_init
@@ -280,17 +288,42 @@ class ToolResult:
     ``details`` is for the application (a UI, a log) and is not sent to the
     model. ``terminate=True`` asks the loop not to call the model again after
     this batch; it takes effect only when every result of the batch asks.
+
+    ``structured_content`` is a machine-readable result (any JSON value) for a
+    program that calls the tool (:func:`trio_agent.run_tool_call`, an
+    ``after_tool_call`` hook); no provider sends it to the model, which reads
+    ``content``. A tool with an ``output_schema`` sets it on every successful result.
+
+    ``is_error=True`` reports a failure without raising: the model reads ``content``
+    as an error result, as for an exception, but ``details`` and
+    ``structured_content`` are kept (an exception's result has neither).
     """
 
     content: tuple[ToolResultContent, ...] = attrs.field(default=(), converter=_result_content)
     details: Any = None
     terminate: bool | None = None
     usage: Usage | None = None
+    structured_content: Any = None
+    is_error: bool = False
 
     @classmethod
-    def text(cls, text: str, *, details: Any = None, terminate: bool | None = None) -> ToolResult:
+    def text(
+        cls,
+        text: str,
+        *,
+        details: Any = None,
+        terminate: bool | None = None,
+        structured_content: Any = None,
+        is_error: bool = False,
+    ) -> ToolResult:
         """A result of one text block."""
-        return cls(content=(TextContent(text),), details=details, terminate=terminate)
+        return cls(
+            content=(TextContent(text),),
+            details=details,
+            terminate=terminate,
+            structured_content=structured_content,
+            is_error=is_error,
+        )
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import math
+import reprlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -30,9 +32,14 @@ from ._errors import ToolDefinitionError
 from ._messages import ToolResult
 from ._validation import ArgumentValidator, compile_validator
 
-__all__ = ["AgentTool", "ExecutionMode", "ToolExecute", "ToolUpdate"]
+__all__ = ["AgentTool", "ExecutionMode", "ReplayPolicy", "ToolExecute", "ToolUpdate"]
 
 ExecutionMode: TypeAlias = Literal["sequential", "parallel"]
+
+ReplayPolicy: TypeAlias = Literal["never", "safe"]
+"""What a recovery layer may do with a call whose intent was recorded but whose outcome is
+unknown (the process died while it ran): ``"never"`` run it again, or run it again because
+that is ``"safe"``. A policy for such a layer to read; the loop itself never replays a call."""
 
 ToolUpdate: TypeAlias = Callable[[ToolResult], None]
 """``on_update(partial)``: report progress. Sync; the loop emits a ``tool_execution_update``
@@ -113,6 +120,42 @@ def _check_time_limit(instance: AgentTool, attribute: attrs.Attribute[Any], valu
         raise ToolDefinitionError(str(exc)) from None
 
 
+def _check_replay(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in (None, "never", "safe"):
+        raise ToolDefinitionError(
+            f"tool {instance.name!r}: replay must be 'never', 'safe' or None, not {value!r}"
+        )
+
+
+def _check_output_schema(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ToolDefinitionError(
+            f"tool {instance.name!r}: output_schema must be a JSON Schema object (a mapping) "
+            f"or None, not {type(value).__name__}"
+        )
+
+
+def _output_validator(schema: Mapping[str, Any], tool_name: str) -> ArgumentValidator:
+    """``schema`` compiled as :func:`compile_validator` compiles ``parameters``; its errors
+    name ``output_schema``."""
+    try:
+        return compile_validator(schema, tool_name=tool_name)
+    except ToolDefinitionError as exc:
+        text = str(exc).replace(
+            f"tool {tool_name!r}: parameters", f"tool {tool_name!r}: output_schema", 1
+        )
+        raise ToolDefinitionError(text) from None
+
+
+def _shown_value(value: Any, limit: int = 1_000) -> str:
+    """``value`` as JSON for an error message, cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = reprlib.repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def _check_limiter(instance: AgentTool, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not isinstance(value, trio.CapacityLimiter):
         raise ToolDefinitionError(
@@ -139,6 +182,14 @@ class AgentTool:
     - ``limiter`` (a ``trio.CapacityLimiter``, optional) bounds how many calls of
       this tool run at once; share one between tools, runs and agents to cap the
       calls to one API across all of them.
+    - ``output_schema`` (a JSON Schema, optional) describes the ``structured_content``
+      of a successful result; a tool that declares it sets it on every successful
+      result. A successful result without it, or with one that does not match, is the
+      call's failure: the model reads an error naming the tool and the value (the tool
+      still ran: its ``duration`` is kept). Results with ``is_error`` are not checked.
+    - ``replay`` (``"never"`` / ``"safe"``, optional) is carried for a recovery layer
+      that finds a call recorded as started but never finished: whether it may run it
+      again. Nothing in trio_agent acts on it.
 
     The schema is compiled when the tool is made, so a malformed schema (one
     jsonschema refuses, a ``$ref`` that does not resolve within it, references
@@ -158,12 +209,41 @@ class AgentTool:
     limiter: trio.CapacityLimiter | None = attrs.field(
         default=None, validator=_check_limiter, eq=False
     )
+    output_schema: Mapping[str, Any] | None = attrs.field(
+        default=None, validator=_check_output_schema
+    )
+    replay: ReplayPolicy | None = attrs.field(default=None, validator=_check_replay)
     _validator: ArgumentValidator = attrs.field(init=False, eq=False, repr=False)
+    _output: ArgumentValidator | None = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(
             self, "_validator", compile_validator(self.parameters, tool_name=self.name)
         )
+        schema = self.output_schema
+        output = None if schema is None else _output_validator(schema, self.name)
+        object.__setattr__(self, "_output", output)
+
+    def check_structured_content(self, result: ToolResult) -> None:
+        """Raise ``ValueError`` naming the tool and the value when the tool has an
+        ``output_schema`` and ``result`` is a success whose ``structured_content`` is
+        missing or does not match it (checked within a budget of steps, like arguments)."""
+        output = self._output
+        if output is None or result.is_error:
+            return
+        structured = result.structured_content
+        if structured is None:
+            raise ValueError(
+                f"Tool {self.name!r} declares an output_schema, but its result has no "
+                "structured_content"
+            )
+        problems = output.mismatch(structured)
+        if problems is not None:
+            raise ValueError(
+                f"Tool {self.name!r} returned structured_content that does not match its "
+                f"output_schema:\n{problems}\n\nReceived structured_content:\n"
+                f"{_shown_value(structured)}"
+            )
 
     def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments, coerced and checked against ``parameters`` (a copy: the input is kept).

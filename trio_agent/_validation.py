@@ -990,6 +990,23 @@ class ArgumentValidator:
             f"\n\nReceived arguments:\n{received}"
         )
 
+    def mismatch(self, value: Any) -> str | None:
+        """``None`` when ``value`` (any JSON value, neither coerced nor copied) matches the
+        schema; else pi's error lines (one ``  - path: text`` a problem), or a line saying that
+        checking took more than its budget of steps (:func:`step_budget` of ``value``)."""
+        try:
+            budget = Budget(step_budget(value))
+            with budget:
+                if self._is_valid(value):
+                    return None
+                return "\n".join(map(_line, self._errors(value))) or "  - root: does not match"
+        except OverBudget:
+            return f"  - root: checking it took more than {budget.steps:,} steps"
+        except RecursionError:
+            return "  - root: must not be nested so deeply (past Python's recursion limit)"
+        except referencing.exceptions.Unresolvable:
+            return "  - root: a reference of the schema does not resolve"
+
     def _check(self, args: Any, is_mapping: bool, flat: bool) -> dict[str, Any] | str:
         """The counted part of :meth:`validate`: the valid arguments, or pi's error lines.
         ``flat``: an object that the flat path has null-dropped and coerced."""
