@@ -53,8 +53,8 @@ def test_the_scenarios_are_all_here() -> None:
     assert [driver(s) for s in ALL].count("loop") == 3
     assert len(ALL) == 32
     assert [driver(s) for s in ALL_1_6].count("loop") == 7
-    assert len(ALL_1_6) == 22
-    assert len(AGENT_VIA_LOOP) == 28 + 15
+    assert len(ALL_1_6) == 23
+    assert len(AGENT_VIA_LOOP) == 28 + 16
 
 
 @pytest.mark.parametrize("scenario", ALL, ids=lambda path: path.stem)
