@@ -521,9 +521,9 @@ async def test_a_hook_that_returns_the_wrong_thing_fails_the_run_naming_it() -> 
 
 def test_the_updates_check_their_fields() -> None:
     with pytest.raises(TypeError, match=r"NextTurn.messages must be a sequence of messages"):
-        NextTurn(messages="hello")  # type: ignore[arg-type]  # the bad input
+        NextTurn(messages="hello")
     with pytest.raises(TypeError, match=r"NextTurn.messages\[1\] is 42, not a message"):
-        NextTurn(messages=[UserMessage.text("a"), 42])  # type: ignore[list-item]  # the bad input
+        NextTurn(messages=[UserMessage.text("a"), 42])
     with pytest.raises(ValueError, match=r"RequestUpdate.thinking_level must be off, .* 'max'"):
         RequestUpdate(thinking_level="max")  # type: ignore[arg-type]  # the bad input
     with pytest.raises(TypeError, match=r"RequestUpdate.model must be a trio_agent.Model or None"):
@@ -541,10 +541,11 @@ async def test_a_hook_that_raises_fails_the_run_with_its_own_exception(hook: str
     async def broken(argument: object) -> None:
         raise Broken(hook)
 
+    hooks: dict[str, Any] = {hook: broken}
     with pytest.raises(Broken):
-        await run(faux.model(["hi"]), Log(), **{hook: broken})
+        await run(faux.model(["hi"]), Log(), **hooks)
 
-    agent = Agent(faux.model(["hi"]), **{hook: broken})  # type: ignore[arg-type]  # a hook
+    agent = Agent(faux.model(["hi"]), **hooks)
     with pytest.raises(Broken):
         await agent.prompt("go")
     check_transcript(agent.state.messages)
@@ -728,7 +729,7 @@ async def test_no_turn_hook_is_called_once_the_run_is_aborted(role: str) -> None
 
     async def listener(event: AgentEvent) -> None:
         await log(event)
-        if event.type == "message_end" and event.message.role == role:  # type: ignore[union-attr]  # a MessageEnd
+        if event.type == "message_end" and event.message.role == role:
             abort.cancel()
 
     async def prepare_request(request: RequestContext) -> None:

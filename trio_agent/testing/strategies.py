@@ -52,6 +52,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from .. import _public
+from .._config import TurnDecision
 from .._messages import (
     AgentMessage,
     AssistantContent,
@@ -485,7 +486,8 @@ _EVENT_TRIGGERS = st.tuples(
     st.integers(1, 3),
 )
 _TIMES = st.integers(0, 60).map(lambda ms: ms / 1000)
-_DECISIONS = st.lists(st.sampled_from([None, "continue", "end"]), max_size=3).map(tuple)
+_DECISION_CHOICES: list[TurnDecision | None] = [None, "continue", "end"]
+_DECISIONS = st.lists(st.sampled_from(_DECISION_CHOICES), max_size=3).map(tuple)
 _MESSAGE_COUNTS = st.lists(st.integers(0, 2), max_size=3).map(tuple)
 
 
