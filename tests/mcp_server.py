@@ -3,8 +3,9 @@
 ``python tests/mcp_server.py`` serves over stdio; ``python tests/mcp_server.py http`` serves
 streamable HTTP on a loopback port of the system's choosing and prints ``ready PORT`` once the
 socket listens. Tools: ``add``, ``slow`` (sleeps, reporting progress), ``fail`` (an error
-result), ``crash`` (the process dies mid-call), ``pid`` and ``grow`` (adds a tool, then sends
-``notifications/tools/list_changed``).
+result), ``crash`` (the process dies mid-call), ``pid``, ``grow`` (adds a tool, then sends
+``notifications/tools/list_changed``) and ``spend`` (structured content under an output schema,
+and an ``isError`` result that keeps it).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
 
 server: MCPServer = MCPServer("trio-agent-test")
 
@@ -57,6 +61,22 @@ def big(size: int) -> str:
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
+
+
+class Quota(BaseModel):
+    left: int
+
+
+@server.tool()
+def spend(amount: int) -> Annotated[CallToolResult, Quota]:
+    """Spend from a quota of 10: past it, an error result that still says what is left."""
+    left = 10 - amount
+    text = f"{left} left" if left >= 0 else "quota exceeded"
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content={"left": left},
+        is_error=left < 0,
+    )
 
 
 def multiply(a: int, b: int) -> int:

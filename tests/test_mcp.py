@@ -19,7 +19,14 @@ import pytest
 import trio
 from mcp import ClientSession
 
-from trio_agent import Agent, AgentEvent, AgentTool, ToolResult, ToolResultMessage
+from trio_agent import (
+    Agent,
+    AgentEvent,
+    AgentTool,
+    ToolExecutionEnd,
+    ToolResult,
+    ToolResultMessage,
+)
 from trio_agent.mcp import McpServer, open_server
 from trio_agent.providers import faux
 from trio_agent.testing import Trial, assert_cancel_safe
@@ -129,6 +136,36 @@ async def test_an_error_result_of_the_server_is_an_error_result() -> None:
     [result] = results(agent)
     assert result.is_error
     assert "the tool failed on purpose" in text(result)
+
+
+async def test_structured_content_and_is_error_of_the_server_reach_the_result() -> None:
+    with trio.fail_after(BOUND):
+        async with open_server(sys.executable, args=[SERVER], include={"spend"}) as server:
+            [spend] = server.tools
+            calls = faux.reply(
+                faux.tool_call("spend", {"amount": 3}, id="ok"),
+                faux.tool_call("spend", {"amount": 12}, id="over"),
+            )
+            agent = Agent(faux.model([calls, "done"]), tools=server.tools)
+            ends: dict[str, ToolExecutionEnd] = {}
+
+            async def listen(event: AgentEvent) -> None:
+                if isinstance(event, ToolExecutionEnd):
+                    ends[event.tool_call_id] = event
+
+            agent.subscribe(listen)
+            await agent.prompt("go")
+    assert spend.output_schema is not None
+    assert spend.output_schema["properties"]["left"]["type"] == "integer"
+    assert ends["ok"].result.structured_content == {"left": 7}
+    assert ends["ok"].is_error is False
+    over = ends["over"]
+    assert (text(over.result), over.is_error) == ("quota exceeded", True)
+    assert over.result.structured_content == over.result.details == {"left": -2}
+    assert [(text(r), r.is_error) for r in results(agent)] == [
+        ("7 left", False),
+        ("quota exceeded", True),
+    ]
 
 
 async def test_progress_is_reported_and_an_abort_during_a_call_ends_the_run_promptly() -> None:

@@ -88,8 +88,9 @@ def _json(value: Any) -> str | None:
 
 
 def tool_result(server: str, remote: str, result: mcp_types.CallToolResult) -> ToolResult:
-    """The result the model reads for ``result``; an ``Exception`` with the server's text when
-    the server flags it ``isError`` (that is how a tool's result is marked an error)."""
+    """The result the model reads for ``result``, with the server's structured content (when
+    kept) as its ``structured_content`` and ``details``. A result the server flags ``isError``
+    is returned with ``is_error`` and the server's text, at most :data:`MAX_ERROR_CHARS`."""
     structured = result.structured_content
     structured_json = None if structured is None else _json(structured)
     items: list[str | ImageContent] = []
@@ -114,19 +115,29 @@ def tool_result(server: str, remote: str, result: mcp_types.CallToolResult) -> T
                 items.append(f"[image not shown: {size:,} characters, past what a result keeps]")
         else:
             items.append(f"[{block.type} content not shown]")
-    if result.is_error:
-        text = " ".join(item for item in items if isinstance(item, str))
-        raise Exception(
-            bounded(text, MAX_ERROR_CHARS)
-            or f"MCP server {server!r} reported an error from tool {remote!r}."
-        )
     details: Any = structured
     if structured is not None and structured_json is None:
         details = {"cut": "structured content that is not JSON (NaN or infinity), not kept"}
+        structured = None
     elif structured_json is not None and len(structured_json) > MAX_RESULT_CHARS:
         size = len(structured_json)
         details = {"cut": f"structured content of {size:,} characters of JSON, not kept"}
-    return ToolResult(content=_within(items, count - len(items)), details=details)
+        structured = None
+    if result.is_error:
+        text = " ".join(item for item in items if isinstance(item, str))
+        message = (
+            bounded(text, MAX_ERROR_CHARS)
+            or f"MCP server {server!r} reported an error from tool {remote!r}."
+        )
+        return ToolResult(
+            content=(TextContent(message),),
+            details=details,
+            structured_content=structured,
+            is_error=True,
+        )
+    return ToolResult(
+        content=_within(items, count - len(items)), details=details, structured_content=structured
+    )
 
 
 def _within(items: list[str | ImageContent], dropped: int) -> tuple[ToolResultContent, ...]:

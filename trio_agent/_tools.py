@@ -184,9 +184,10 @@ class AgentTool:
       calls to one API across all of them.
     - ``output_schema`` (a JSON Schema, optional) describes the ``structured_content``
       of a successful result; a tool that declares it sets it on every successful
-      result. A successful result without it, or with one that does not match, is the
+      result. A successful result whose structured content does not match it is the
       call's failure: the model reads an error naming the tool and the value (the tool
-      still ran: its ``duration`` is kept). Results with ``is_error`` are not checked.
+      still ran: its ``duration`` is kept). Results with ``is_error``, and results without
+      structured content (an MCP server's that was too large to keep), are not checked.
     - ``replay`` (``"never"`` / ``"safe"``, optional) is carried for a recovery layer
       that finds a call recorded as started but never finished: whether it may run it
       again. Nothing in trio_agent acts on it.
@@ -226,17 +227,12 @@ class AgentTool:
 
     def check_structured_content(self, result: ToolResult) -> None:
         """Raise ``ValueError`` naming the tool and the value when the tool has an
-        ``output_schema`` and ``result`` is a success whose ``structured_content`` is
-        missing or does not match it (checked within a budget of steps, like arguments)."""
+        ``output_schema`` and ``result`` is a success whose ``structured_content`` does not
+        match it (checked within a budget of steps, like arguments, and never coerced)."""
         output = self._output
-        if output is None or result.is_error:
-            return
         structured = result.structured_content
-        if structured is None:
-            raise ValueError(
-                f"Tool {self.name!r} declares an output_schema, but its result has no "
-                "structured_content"
-            )
+        if output is None or result.is_error or structured is None:
+            return
         problems = output.mismatch(structured)
         if problems is not None:
             raise ValueError(

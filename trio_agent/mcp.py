@@ -22,18 +22,25 @@ what the table below says and keeps a bounded amount of it. (A server that does 
 at all is for the caller's deadline: ``with trio.move_on_after(30): ...``.)
 
 What a call gives the model: the server's text blocks as text, its images as images; its
-``structuredContent`` goes to the result's ``details`` and, when the server sent no text, to a
-JSON text block as well. A result keeps at most :data:`MAX_RESULT_CHARS` (100,000) characters
-of text, :data:`MAX_RESULT_BLOCKS` (100) content blocks and :data:`MAX_IMAGE_CHARS`
-(10,000,000) characters of image data; past a bound, the text is cut and ends with a note
+``structuredContent`` goes to the result's ``structured_content`` and ``details`` and, when the
+server sent no text, to a JSON text block as well. A tool's ``outputSchema`` becomes its
+``output_schema`` (its patterns RE2 cannot compile left out; a schema that cannot be compiled
+left out whole), so the loop checks a successful result's structured content against it with
+RE2, in linear time; one that does not match is the call's error.
+
+A result keeps at most :data:`MAX_RESULT_CHARS` (100,000) characters of text,
+:data:`MAX_RESULT_BLOCKS` (100) content blocks and :data:`MAX_IMAGE_CHARS` (10,000,000)
+characters of image data; past a bound, the text is cut and ends with a note
 that counts what was left out (``[cut: 1,234 more characters]``), the note inside the bound,
 and an image is replaced by a note. ``details`` keeps structured content whose JSON is at most
 :data:`MAX_RESULT_CHARS` long (and that holds no NaN or infinity), else a small
-``{"cut": ...}`` note; it is not checked against the tool's output schema, whose patterns
-(regular expressions the server writes) a backtracking engine may take hours over. A result
-the server flags ``isError``, an MCP error reply, a reply that cannot be read, a server that
-dies or a connection that drops mid-call: an error result with one sentence, at most
-:data:`MAX_ERROR_CHARS` (2,000) characters, the cut note included (so is a progress message).
+``{"cut": ...}`` note (and ``structured_content`` is then ``None``, which is not checked). The
+SDK's own check (``ClientSession.call_tool``) is not used: it runs the server's patterns with
+Python's backtracking ``re``, which a pattern may hold for hours. A result the server flags
+``isError`` is returned with ``is_error`` (its structured content kept), its text at most
+:data:`MAX_ERROR_CHARS` (2,000) characters. An MCP error reply, a reply that cannot be read, a
+server that dies or a connection that drops mid-call: an error result with one sentence, at
+most :data:`MAX_ERROR_CHARS` characters, the cut note included (so is a progress message).
 When the run is aborted during a call, ``Cancelled`` propagates (the SDK tells the server with
 ``notifications/cancelled``) and the loop records "Operation aborted".
 
@@ -86,6 +93,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TextIO
 
+import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
@@ -289,7 +297,7 @@ class McpServer:
         try:
             # A pattern RE2 cannot match in linear time is left out (see the module's docs).
             schema, _ = without_unmatchable_patterns(spec.input_schema, tool_name=remote)
-            return AgentTool(
+            tool = AgentTool(
                 name=self._prefix + remote,
                 description=spec.description or "",
                 parameters=schema,
@@ -298,6 +306,13 @@ class McpServer:
             )
         except (ToolDefinitionError, RecursionError):  # a bad schema costs the tool only
             return None
+        if spec.output_schema is None:
+            return tool
+        try:
+            output, _ = without_unmatchable_patterns(spec.output_schema, tool_name=remote)
+            return attrs.evolve(tool, output_schema=output)
+        except (ToolDefinitionError, RecursionError):  # a bad output schema is left out
+            return tool
 
     async def _call(self, remote: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
         if self._closed:
@@ -385,11 +400,20 @@ def _definition(spec: mcp_types.Tool) -> str | None:
             separators=(",", ":"),
             allow_nan=False,
         )
+        # Its output schema is part of it (it is not sent to the model: NaN does no harm).
+        output = (
+            ""
+            if spec.output_schema is None
+            else json.dumps(
+                spec.output_schema, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+            )
+        )
     except (TypeError, ValueError, RecursionError):
         return None
-    if size + len(schema) > MAX_TOOL_CHARS:
+    if size + len(schema) + len(output) > MAX_TOOL_CHARS:
         return None
-    return json.dumps([spec.name, spec.title, spec.description], ensure_ascii=False) + schema
+    head = json.dumps([spec.name, spec.title, spec.description], ensure_ascii=False)
+    return head + schema + output
 
 
 def _reason(exc: BaseException) -> str:
