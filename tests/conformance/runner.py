@@ -17,6 +17,11 @@ How the scenario semantics map onto Trio (the conformance README):
 * ``afterMs`` actions run in a task of the harness's nursery, ``on`` actions
   inside the listener after the triggering line was printed.
 
+A scenario in ``scenarios_1_6/`` is printed in the 1.6 format (README.md): durations
+(``timed``), structured content and a result's own ``is_error`` are in its lines, and
+its keys drive ``prepare_request``, ``finish_turn``, ``NextTurn.messages`` and
+``run_tool_call``.
+
 Drivers: ``loop`` runs ``run_agent_loop`` / ``run_agent_loop_continue`` with
 the harness's own queues. ``agent`` drives ``trio_agent.Agent`` (when the
 package has one). ``--driver loop`` forces the loop driver on an agent
@@ -51,12 +56,15 @@ from trio_agent import (
     BeforeToolCallResult,
     ImageContent,
     NextTurn,
+    RequestContext,
+    RequestUpdate,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResult,
     ToolResultMessage,
     TurnContext,
+    TurnDecision,
     UserMessage,
 )
 from trio_agent.providers import faux
@@ -104,7 +112,13 @@ def norm_block(block: Any) -> dict[str, Any]:
     raise TypeError(f"unknown content block {block!r}")
 
 
-def norm_message(message: Any) -> dict[str, Any]:
+def _timed(value: Any, v1: bool) -> dict[str, Any]:
+    """``timed: true`` (1.6 format) when ``value`` carries a duration: pi's ``durationMs``
+    is a wall-clock reading, so the traces compare whether it is there, not its value."""
+    return {"timed": True} if v1 and getattr(value, "duration", None) is not None else {}
+
+
+def norm_message(message: Any, v1: bool = False) -> dict[str, Any]:
     if isinstance(message, UserMessage):
         content = message.content
         return {
@@ -132,13 +146,16 @@ def norm_message(message: Any) -> dict[str, Any]:
             out["details"] = message.details
         if message.usage is not None:
             out["usage"] = trio_agent.to_json(message.usage)
-        return out
+        structured = getattr(message, "structured_content", None)
+        if v1 and structured is not None:
+            out["structuredContent"] = structured
+        return {**out, **_timed(message, v1)}
     if isinstance(message, CustomMessage):
         return {"role": message.role, **message.fields}
     raise TypeError(f"unknown message {message!r}")
 
 
-def norm_result(result: ToolResult) -> dict[str, Any]:
+def norm_result(result: ToolResult, v1: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"content": [norm_block(b) for b in result.content]}
     if result.details is not None:
         out["details"] = result.details
@@ -146,6 +163,12 @@ def norm_result(result: ToolResult) -> dict[str, Any]:
         out["terminate"] = result.terminate
     if result.usage is not None:
         out["usage"] = trio_agent.to_json(result.usage)
+    if v1:
+        structured = getattr(result, "structured_content", None)
+        if structured is not None:
+            out["structuredContent"] = structured
+        if getattr(result, "is_error", False) is True:
+            out["isError"] = True
     return out
 
 
@@ -163,30 +186,42 @@ def norm_stream_event(event: Any) -> dict[str, Any]:
     return out
 
 
-def norm_event(event: Any) -> dict[str, Any]:
+def norm_event(event: Any, v1: bool = False) -> dict[str, Any]:
     kind = event.type
     out: dict[str, Any] = {"type": kind}
     if kind == "agent_end":
-        out["messages"] = [norm_message(m) for m in event.messages]
+        out["messages"] = [norm_message(m, v1) for m in event.messages]
     elif kind == "turn_end":
-        out["message"] = norm_message(event.message)
-        out["toolResults"] = [norm_message(m) for m in event.tool_results]
+        out["message"] = norm_message(event.message, v1)
+        out["toolResults"] = [norm_message(m, v1) for m in event.tool_results]
     elif kind in ("message_start", "message_end"):
-        out["message"] = norm_message(event.message)
+        out["message"] = norm_message(event.message, v1)
     elif kind == "message_update":
-        out["message"] = norm_message(event.message)
+        out["message"] = norm_message(event.message, v1)
         out["event"] = norm_stream_event(event.assistant_message_event)
     elif kind.startswith("tool_execution_"):
         out["toolCallId"] = event.tool_call_id
         out["toolName"] = event.tool_name
         if kind == "tool_execution_end":
             out["isError"] = event.is_error
-            out["result"] = norm_result(event.result)
+            out["result"] = norm_result(event.result, v1)
+            out.update(_timed(event, v1))
         else:
             out["args"] = event.args
             if kind == "tool_execution_update":
-                out["partialResult"] = norm_result(event.partial_result)
+                out["partialResult"] = norm_result(event.partial_result, v1)
     return out
+
+
+def norm_outcome(outcome: Any) -> dict[str, Any]:
+    """A ``run_tool_call`` outcome, as the 1.6 harness puts it in the outer call's details."""
+    return {
+        "toolCallId": outcome.tool_call.id,
+        "toolName": outcome.tool_call.name,
+        "isError": outcome.is_error,
+        "result": norm_result(outcome.result, True),
+        **_timed(outcome, True),
+    }
 
 
 def _text_of(content: Any) -> str:
@@ -295,6 +330,11 @@ def _matches(match: dict[str, Any], tool_call: ToolCall) -> bool:
     )
 
 
+def _pick(rules: list[dict[str, Any]], call: int) -> dict[str, Any] | None:
+    """The first rule for the ``call``-th invocation of a hook (a rule without ``call``: any)."""
+    return next((rule for rule in rules if rule.get("call", call) == call), None)
+
+
 async def _sleep_ms(ms: int) -> None:
     if ms:
         await trio.sleep(ms / 1000)
@@ -306,16 +346,21 @@ async def _sleep_ms(ms: int) -> None:
 class Harness:
     """Everything one scenario needs: its model, tools, hooks, queues, actions and output."""
 
-    def __init__(self, scenario: dict[str, Any], driver: str | None = None) -> None:
+    def __init__(
+        self, scenario: dict[str, Any], driver: str | None = None, v1: bool = False
+    ) -> None:
         self.scenario = scenario
         self.driver = driver or scenario.get("driver", "agent")
+        self.v1 = v1  # the 1.6 format: durations, structured content, returned is_error
         self.config_spec: dict[str, Any] = scenario.get("config", {})
         self.lines: list[str] = []
         self.tool_executions: list[dict[str, Any]] = []
         # Trio starts the calls of a parallel batch together, in an order its
         # scheduler picks at random; the record lists them in source order,
         # which is the order pi invokes them in.
-        self.execution_order: list[tuple[int, int]] = []
+        # Calls a tool runs through run_tool_call come right after it, in the order it runs them.
+        self.execution_order: list[tuple[int, int, int]] = []
+        self.inner_calls: dict[str, int] = {}  # inner call id -> the position of its tool's call
         self.batch_seq = 0
         self.call_positions: dict[str, int] = {}
         self.hook_calls: list[dict[str, Any]] = []
@@ -333,6 +378,9 @@ class Harness:
         self.polls = {"steering": 0, "followUp": 0}
         self.turn_ends = 0
         self.prepare_calls = 0
+        self.request_calls = 0
+        self.finish_calls = 0
+        self.last_assistant: AssistantMessage | None = None
         self.run_index = 0
         self.event_counts: dict[int, list[dict[str, Any]]] = {}
         self.abort: trio.CancelScope | None = None
@@ -358,7 +406,12 @@ class Harness:
                 "outcome": "running",
             }
             self.tool_executions.append(record)
-            self.execution_order.append((self.batch_seq, self.call_positions.get(tool_call_id, 0)))
+            if tool_call_id in self.call_positions:
+                order = (self.batch_seq, self.call_positions[tool_call_id], 0)
+            else:
+                position = self.inner_calls.get(tool_call_id, 0)
+                order = (self.batch_seq, position, len(self.execution_order) + 1)
+            self.execution_order.append(order)
 
             def fill(template: str) -> str:
                 return (
@@ -380,12 +433,22 @@ class Harness:
                         )
                     )
                 await _sleep_ms(delay - updates * piece)
+                details = b.get("details", {})
+                if "runToolCall" in b:
+                    inner = await self._run_inner(tool_call_id, b["runToolCall"])
+                    details = {**details, "inner": inner}
                 if "throw" in b:
                     raise ScriptError(fill(b["throw"]))
+                extra: dict[str, Any] = {}  # the 1.6 fields, only when a scenario sets them
+                if "isError" in b:
+                    extra["is_error"] = b["isError"]
+                if "structuredContent" in b:
+                    extra["structured_content"] = copy.deepcopy(b["structuredContent"])
                 return ToolResult(
                     content=(TextContent(fill(b.get("result", "ok"))),),
-                    details=b.get("details", {}),
+                    details=details,
                     terminate=b.get("terminate"),
+                    **extra,
                 )
 
             try:
@@ -405,13 +468,38 @@ class Harness:
                 self.nursery.start_soon(self._late_update, on_update, b["lateUpdateAfterMs"])
             return result
 
+        extra: dict[str, Any] = {}  # the 1.6 fields, only when a scenario sets them
+        if "outputSchema" in spec:
+            extra["output_schema"] = spec["outputSchema"]
+        if "replay" in spec:
+            extra["replay"] = spec["replay"]
         return AgentTool(
             name=name,
             description=spec.get("description", ""),
             parameters=spec.get("parameters", {"type": "object", "properties": {}}),
             execute=execute,
             execution_mode=spec.get("executionMode"),
+            **extra,
         )
+
+    async def _run_inner(self, outer: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The ``runToolCall`` behaviour: each call through ``run_tool_call`` with the run's
+        tool hooks, the last assistant message and an empty context."""
+        assert self.last_assistant is not None
+        spec = self.config_spec
+        outcomes = []
+        for call in calls:
+            self.inner_calls[call["id"]] = self.call_positions.get(outer, 0)
+            outcome = await trio_agent.run_tool_call(
+                ToolCall(call["id"], call["name"], copy.deepcopy(call.get("arguments", {}))),
+                tools=self.tools,
+                assistant_message=self.last_assistant,
+                context=AgentContext("", [], self.tools),
+                before_tool_call=self.before_tool_call if "beforeToolCall" in spec else None,
+                after_tool_call=self.after_tool_call if "afterToolCall" in spec else None,
+            )
+            outcomes.append(norm_outcome(outcome))
+        return outcomes
 
     async def _late_update(self, on_update: Any, ms: int) -> None:
         await _sleep_ms(ms)
@@ -449,7 +537,7 @@ class Harness:
                 "toolCallId": ctx.tool_call.id,
                 "args": copy.deepcopy(ctx.args),
                 "isError": ctx.is_error,
-                "result": norm_result(ctx.result),
+                "result": norm_result(ctx.result, self.v1),
             }
         )
         for rule in self.config_spec["afterToolCall"]:
@@ -461,12 +549,16 @@ class Harness:
                 if override is None:
                     return None
                 usage = override.get("usage")
+                extra: dict[str, Any] = {}
+                if "structuredContent" in override:
+                    extra["structured_content"] = override["structuredContent"]
                 return AfterToolCallResult(
                     content=to_blocks(override["content"]) if "content" in override else None,
                     details=override.get("details"),
                     usage=None if usage is None else trio_agent.from_json(usage, trio_agent.Usage),
                     terminate=override.get("terminate"),
                     is_error=override.get("isError"),
+                    **extra,
                 )
         return None
 
@@ -501,25 +593,76 @@ class Harness:
             await _sleep_ms(rule.get("delayMs", 0))
             if "throw" in rule:
                 raise ScriptError(rule["throw"])
-            model = attrs.evolve(self.model, id=rule["model"]) if "model" in rule else None
-            context = None
-            if "context" in rule:
-                spec = rule["context"]
-                base = turn.context
-                if "messages" in spec:
-                    messages: list[AgentMessage] = [to_message(m) for m in spec["messages"]]
-                elif spec.get("keepLast"):
-                    messages = list(base.messages)[-spec["keepLast"] :]
-                else:
-                    messages = list(base.messages)
-                tools = base.tools
-                if "tools" in spec:
-                    tools = [t for t in base.tools if t.name in spec["tools"]]
-                context = AgentContext(
-                    spec.get("systemPrompt", base.system_prompt), messages, tools
-                )
-            return NextTurn(context=context, model=model, thinking_level=rule.get("thinkingLevel"))
+            return NextTurn(
+                context=self._rule_context(rule, turn.context),
+                model=attrs.evolve(self.model, id=rule["model"]) if "model" in rule else None,
+                thinking_level=rule.get("thinkingLevel"),
+                messages=[to_message(m) for m in rule.get("messages", [])],
+            )
         return None
+
+    def _rule_context(self, rule: dict[str, Any], base: AgentContext) -> AgentContext | None:
+        """The context a rule's ``context`` key builds from ``base`` (None without one)."""
+        if "context" not in rule:
+            return None
+        spec = rule["context"]
+        if "messages" in spec:
+            messages: list[AgentMessage] = [to_message(m) for m in spec["messages"]]
+        elif spec.get("keepLast"):
+            messages = list(base.messages)[-spec["keepLast"] :]
+        else:
+            messages = list(base.messages)
+        tools = base.tools
+        if "tools" in spec:
+            tools = [t for t in base.tools if t.name in spec["tools"]]
+        return AgentContext(spec.get("systemPrompt", base.system_prompt), messages, tools)
+
+    async def prepare_request(self, request: RequestContext) -> RequestUpdate | None:
+        self.request_calls += 1
+        call = self.request_calls
+        self.hook_calls.append(
+            {
+                "hook": "prepareRequest",
+                "call": call,
+                "contextMessages": [compact(m) for m in request.context.messages],
+                "model": request.model.id,
+                "thinkingLevel": request.thinking_level,
+            }
+        )
+        await self._fire({"hook": "prepareRequest"}, hook_call=call)
+        rule = _pick(self.config_spec["prepareRequest"], call)
+        if rule is None:
+            return None
+        await _sleep_ms(rule.get("delayMs", 0))
+        if "throw" in rule:
+            raise ScriptError(rule["throw"])
+        return RequestUpdate(
+            context=self._rule_context(rule, request.context),
+            model=attrs.evolve(self.model, id=rule["model"]) if "model" in rule else None,
+            thinking_level=rule.get("thinkingLevel"),
+        )
+
+    async def finish_turn(self, turn: TurnContext) -> TurnDecision | None:
+        self.finish_calls += 1
+        call = self.finish_calls
+        self.hook_calls.append(
+            {
+                "hook": "finishTurn",
+                "call": call,
+                "message": compact(turn.message),
+                "toolResults": [compact(m) for m in turn.tool_results],
+                "newMessages": len(turn.new_messages),
+            }
+        )
+        await self._fire({"hook": "finishTurn"}, hook_call=call)
+        rule = _pick(self.config_spec["finishTurn"], call)
+        if rule is None:
+            return None
+        await _sleep_ms(rule.get("delayMs", 0))
+        if "throw" in rule:
+            raise ScriptError(rule["throw"])
+        action: TurnDecision | None = rule.get("action")
+        return action
 
     # -- queues (the loop driver's own) -------------------------------------------------------
 
@@ -553,6 +696,8 @@ class Harness:
             get_api_key=self.get_api_key if "apiKey" in spec else None,
             should_stop_after_turn=self.should_stop_after_turn if "stopAfterTurn" in spec else None,
             prepare_next_turn=self.prepare_next_turn if "prepareNextTurn" in spec else None,
+            prepare_request=self.prepare_request if "prepareRequest" in spec else None,
+            finish_turn=self.finish_turn if "finishTurn" in spec else None,
         )
 
     # -- actions ------------------------------------------------------------------------------
@@ -577,9 +722,10 @@ class Harness:
         if event.type == "turn_end":
             self.turn_ends += 1
         if event.type == "message_end" and isinstance(event.message, AssistantMessage):
+            self.last_assistant = event.message
             self.batch_seq += 1
             self.call_positions = {c.id: i for i, c in enumerate(event.message.tool_calls)}
-        self.out(norm_event(event))
+        self.out(norm_event(event, self.v1))
         for action in self.actions:
             on = action.get("on")
             if (
@@ -618,7 +764,7 @@ class Harness:
         agent = self.agent
         if do in ("steer", "followUp"):
             message = to_message(action["message"])
-            line["message"] = norm_message(message)
+            line["message"] = norm_message(message, self.v1)
             self.out(line)
             if agent is not None:
                 (agent.steer if do == "steer" else agent.follow_up)(message)
@@ -710,7 +856,7 @@ class Harness:
             self.out({"type": "#run_end", "run": index, "error": str(exc)})
         else:
             messages.extend(returned)
-            returned_lines = [norm_message(m) for m in returned]
+            returned_lines = [norm_message(m, self.v1) for m in returned]
             self.out({"type": "#run_end", "run": index, "error": None, "returned": returned_lines})
 
     def _make_agent(self, system_prompt: str, messages: list[AgentMessage]) -> trio_agent.Agent:
@@ -729,6 +875,8 @@ class Harness:
             get_api_key=config.get_api_key,
             should_stop_after_turn=config.should_stop_after_turn,
             prepare_next_turn=config.prepare_next_turn,
+            prepare_request=config.prepare_request,
+            finish_turn=config.finish_turn,
         )
         agent.subscribe(self.on_event)
         return agent
@@ -774,7 +922,7 @@ class Harness:
                 )
             ],
             "hookCalls": self.hook_calls,
-            "messages": [norm_message(m) for m in messages],
+            "messages": [norm_message(m, self.v1) for m in messages],
         }
         if self.agent is not None:
             state = self.agent.state
@@ -788,10 +936,15 @@ class Harness:
         return result
 
 
+V1_DIRECTORY = "scenarios_1_6"
+
+
 def run_scenario(path: str | Path, driver: str | None = None) -> list[str]:
-    """The normalized lines of the scenario at ``path``."""
-    scenario = json.loads(Path(path).read_text(encoding="utf-8"))
-    harness = Harness(scenario, driver)
+    """The normalized lines of the scenario at ``path`` (in the 1.6 format when it lives in
+    ``scenarios_1_6/``)."""
+    path = Path(path)
+    scenario = json.loads(path.read_text(encoding="utf-8"))
+    harness = Harness(scenario, driver, v1=path.parent.name == V1_DIRECTORY)
     return trio.run(harness.run, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
