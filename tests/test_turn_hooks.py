@@ -21,7 +21,7 @@ from trio_agent import (
     AgentMessage,
     AssistantMessage,
     Budget,
-    Message,
+    LlmMessage,
     NextTurn,
     RequestContext,
     RequestUpdate,
@@ -126,7 +126,7 @@ async def test_prepare_request_runs_before_every_request_after_the_turns_message
         log.lines.append("transform_context")
         return messages
 
-    async def convert(messages: Sequence[AgentMessage]) -> list[Message]:
+    async def convert(messages: Sequence[AgentMessage]) -> list[LlmMessage]:
         log.lines.append("convert_to_llm")
         return await default_convert_to_llm(messages)
 
