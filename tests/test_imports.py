@@ -56,6 +56,29 @@ def test_importing_trio_agent_imports_no_http_client_and_no_http_provider() -> N
     assert printed == "[]\n"
 
 
+def test_the_transcript_functions_are_imported_on_first_use() -> None:
+    """``trio_agent.dumps`` and its kin (cattrs, and hooks for every message class) are
+    imported when first named, not by ``import trio_agent``; then they are trio_agent's."""
+    printed = _run("""
+        import sys
+        import trio_agent
+
+        print("trio_agent._json" in sys.modules, "cattrs" in sys.modules)
+        from trio_agent import loads
+
+        print(loads.__module__, trio_agent.dumps is sys.modules["trio_agent._json"].dumps)
+        print(sorted(set(trio_agent.__all__) - set(dir(trio_agent))))
+        try:
+            trio_agent.nothing_of_that_name
+        except AttributeError as error:
+            print(error)
+    """)
+    assert printed == (
+        "False False\ntrio_agent True\n[]\n"
+        "module 'trio_agent' has no attribute 'nothing_of_that_name'\n"
+    )
+
+
 def test_a_run_on_the_scripted_model_imports_no_http_client() -> None:
     printed = _run("""
         import sys

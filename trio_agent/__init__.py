@@ -12,6 +12,8 @@ private. Model providers live in :mod:`trio_agent.providers`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import _public
 from ._agent import Agent as Agent
 from ._agent import AgentBusyError as AgentBusyError
@@ -67,11 +69,6 @@ from ._events import TurnEnd as TurnEnd
 from ._events import TurnStart as TurnStart
 from ._execution import ToolCallOutcome as ToolCallOutcome
 from ._execution import run_tool_call as run_tool_call
-from ._json import dumps as dumps
-from ._json import from_json as from_json
-from ._json import loads as loads
-from ._json import register_message_kind as register_message_kind
-from ._json import to_json as to_json
 from ._loop import AgentEmit as AgentEmit
 from ._loop import default_convert_to_llm as default_convert_to_llm
 from ._loop import run_agent_loop as run_agent_loop
@@ -228,3 +225,25 @@ __all__ = [
 ]
 
 _public.fixup_module_metadata(__name__, globals())
+
+if TYPE_CHECKING:
+    from ._json import dumps as dumps
+    from ._json import from_json as from_json
+    from ._json import loads as loads
+    from ._json import register_message_kind as register_message_kind
+    from ._json import to_json as to_json
+
+_JSON_NAMES = ("dumps", "from_json", "loads", "register_message_kind", "to_json")
+
+
+def __getattr__(name: str) -> Any:
+    """The transcript functions, imported on first use: their converter holds hooks for
+    every message class, which a program that never reads or writes JSON does without."""
+    if name not in _JSON_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _json
+
+    names = {name: getattr(_json, name) for name in _JSON_NAMES}
+    _public.fixup_module_metadata(__name__, {"__all__": _JSON_NAMES, **names})
+    globals().update(names)
+    return names[name]
