@@ -553,31 +553,22 @@ def _sections(data: Any, _: Any) -> dict[str, str | None] | None:
 
 _converter.register_structure_hook(dict[str, str | None] | None, _sections)
 
-_REPLY_THINKING_LEVELS = typing.get_args(ReplyThinkingLevel)
+
+def _one_of(kind: Any) -> Callable[[Any, Any], Any]:
+    """The structure hook of an optional ``Literal`` field: one of its values, or null."""
+    choices = typing.get_args(kind)
+    shown = ", ".join(repr(choice) for choice in choices)
+
+    def structure(data: Any, _: Any) -> Any:
+        if data is None or data in choices:
+            return data
+        raise ValueError(f"expected one of {shown} or null, got {_shown(data)}")
+
+    return structure
 
 
-def _thinking_level(data: Any, _: Any) -> ReplyThinkingLevel | None:
-    if data is None or data in _REPLY_THINKING_LEVELS:
-        level: ReplyThinkingLevel | None = data
-        return level
-    choices = ", ".join(repr(choice) for choice in _REPLY_THINKING_LEVELS)
-    raise ValueError(f"expected one of {choices} or null, got {_shown(data)}")
-
-
-_converter.register_structure_hook(ReplyThinkingLevel | None, _thinking_level)
-
-_ERROR_KINDS = typing.get_args(ErrorKind)
-
-
-def _error_kind(data: Any, _: Any) -> ErrorKind | None:
-    if data is None or data in _ERROR_KINDS:
-        kind: ErrorKind | None = data
-        return kind
-    choices = ", ".join(repr(choice) for choice in _ERROR_KINDS)
-    raise ValueError(f"expected one of {choices} or null, got {_shown(data)}")
-
-
-_converter.register_structure_hook(ErrorKind | None, _error_kind)
+_converter.register_structure_hook(ReplyThinkingLevel | None, _one_of(ReplyThinkingLevel))
+_converter.register_structure_hook(ErrorKind | None, _one_of(ErrorKind))
 
 # After the union hooks above: make_dict_structure_fn picks each field's hook
 # when it generates the class's function, so a hook registered later is not used.
