@@ -148,19 +148,33 @@ async def test_a_cancelled_batch_records_every_running_item_as_aborted(
     tmp_path: Path, autojump_clock: Any
 ) -> None:
     out = tmp_path / "results.jsonl"
+    updates: dict[str, int] = {}
+    scope = trio.CancelScope()
 
     def make(item: BatchItem) -> Agent:
         if item.id == "item-0":
             return Agent(faux.model(["quick"]))
-        return Agent(faux.model([faux.reply("slow " * 50, chunk_size=5, chunk_delay=1.0)]))
+        agent = Agent(faux.model([faux.reply("slow " * 20, chunk_size=5)]))
 
-    with trio.move_on_after(10) as scope:
+        async def on_event(event: Any) -> None:
+            if event.type == "message_update":
+                updates[item.id] = updates.get(item.id, 0) + 1
+                if updates[item.id] == 3:  # a partial reply: hold it there
+                    if len(updates) == 3:  # every running item holds one: cancel
+                        scope.cancel()
+                    await trio.sleep_forever()
+
+        agent.subscribe(on_event)
+        return agent
+
+    with scope:
         await run_batch(items(5), make, out=out, concurrency=3)
     assert scope.cancelled_caught
     results = read_results(out)
     assert results["item-0"].status == "done"
     aborted = [result for result in results.values() if result.status == "aborted"]
-    assert len(aborted) == 2  # the two running; the rest never started
+    assert len(aborted) == 3  # the three running; item-4 never started
+    assert "item-4" not in results
     for result in aborted:
         reply = result.messages[-1]
         assert isinstance(reply, AssistantMessage)

@@ -468,7 +468,7 @@ async def run_batch(
     failed: dict[str, int] = {}
     tokens = 0
     cost = 0.0
-    limiter = trio.CapacityLimiter(concurrency)
+    slots = trio.Semaphore(concurrency)
 
     def _open() -> Any:
         file = open(path, "ab")  # noqa: SIM115  # closed below
@@ -494,7 +494,7 @@ async def run_batch(
             on_result(result)
 
     async def run_item(item: BatchItem) -> None:
-        async with limiter:
+        try:
             usage = Usage()
             attempt = 0
             while True:
@@ -549,11 +549,16 @@ async def run_batch(
                         continue
                 await record(result)
                 return
+        finally:
+            slots.release()
 
     escaped: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
+            # items start in their order, each once a slot is free: no task waits for
+            # a slot, however long the batch
             for item in todo:
+                await slots.acquire()
                 nursery.start_soon(run_item, item)
     except BaseExceptionGroup as group:
         escaped = one_exception(group)  # one exception escapes, never a group
