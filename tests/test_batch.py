@@ -100,6 +100,8 @@ def test_bad_arguments_are_refused_by_name() -> None:
         BatchItem(id="", prompt="p")
     with pytest.raises(ValueError, match="tokens_per_minute must be finite and above 0, not 0"):
         RateLimits(tokens_per_minute=0)
+    with pytest.raises(TypeError, match=r"requests_per_minute must be an int or None, not 2\.5"):
+        RateLimits(requests_per_minute=2.5)  # type: ignore[arg-type]
 
     async def main() -> None:
         with pytest.raises(ValueError, match="item id 'a' appears more than once"):
@@ -238,6 +240,15 @@ async def test_an_item_rate_limited_past_its_retries_fails_as_rate_limit(
     assert summary.failed == {"rate_limit": 1}
     assert read_results(out)["item-0"].attempts == 3
     assert trio.current_time() == pytest.approx(10)
+
+
+async def test_a_servers_pause_is_cut_to_max_pause(tmp_path: Path, autojump_clock: Any) -> None:
+    def make(item: BatchItem) -> Agent:
+        return Agent(faux.model([faux.error("wait", kind="rate_limit", retry_after=1e12)]))
+
+    out = tmp_path / "results.jsonl"
+    await run_batch(items(1), make, out=out, rate_limit_retries=1, max_pause=30)
+    assert trio.current_time() == pytest.approx(30)
 
 
 def recording_factory(starts: list[float], tokens: int) -> Any:

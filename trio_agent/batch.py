@@ -84,12 +84,14 @@ class BatchItem:
             raise TypeError(f"BatchItem {self.id!r}: prompt must be a str, not {self.prompt!r:.80}")
 
 
-def _positive_or_none(name: str) -> Callable[[Any, Any, float | None], None]:
-    def check(instance: Any, attribute: Any, value: float | None) -> None:
+def _positive_or_none(name: str, whole: bool = False) -> Callable[[Any, Any, Any], None]:
+    def check(instance: Any, attribute: Any, value: Any) -> None:
         if value is None:
             return
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"RateLimits.{name} must be a number or None, not {value!r:.80}")
+        kind = int if whole else int | float
+        if isinstance(value, bool) or not isinstance(value, kind):
+            what = "an int" if whole else "a number"
+            raise TypeError(f"RateLimits.{name} must be {what} or None, not {value!r:.80}")
         if not (math.isfinite(value) and value > 0):
             raise ValueError(f"RateLimits.{name} must be finite and above 0, not {value!r}")
 
@@ -107,8 +109,8 @@ class RateLimits:
     limit is reached may pass it by their own tokens. None: no limit.
     """
 
-    requests_per_minute: float | None = attrs.field(
-        default=None, validator=_positive_or_none("requests_per_minute")
+    requests_per_minute: int | None = attrs.field(
+        default=None, validator=_positive_or_none("requests_per_minute", whole=True)
     )
     tokens_per_minute: float | None = attrs.field(
         default=None, validator=_positive_or_none("tokens_per_minute")
@@ -119,8 +121,9 @@ class _Gate:
     """The shared state of one provider: the requests and tokens of the last minute,
     and the pause a rate-limited reply asked for."""
 
-    def __init__(self, limits: RateLimits) -> None:
+    def __init__(self, limits: RateLimits, max_pause: float) -> None:
         self.limits = limits
+        self.max_pause = max_pause
         self.lock = trio.Lock()  # fair: requests start in the order they asked
         self.starts: deque[float] = deque()
         self.tokens: deque[tuple[float, int]] = deque()
@@ -136,7 +139,7 @@ class _Gate:
         while starts and starts[0] <= now - _WINDOW:
             starts.popleft()
         if rpm is not None and len(starts) >= rpm:
-            wait = max(wait, starts[len(starts) - math.ceil(rpm)] + _WINDOW - now)
+            wait = max(wait, starts[len(starts) - rpm] + _WINDOW - now)
         tpm = self.limits.tokens_per_minute
         tokens = self.tokens
         while tokens and tokens[0][0] <= now - _WINDOW:
@@ -175,11 +178,12 @@ class _Gate:
             pause = reply.retry_after
             if pause is None or not math.isfinite(pause) or pause < 0:
                 pause = _DEFAULT_PAUSE
-            self.paused_until = max(self.paused_until, now + pause)
+            self.paused_until = max(self.paused_until, now + min(pause, self.max_pause))
 
 
 class _Gates:
-    def __init__(self, rate_limits: Mapping[str, RateLimits]) -> None:
+    def __init__(self, rate_limits: Mapping[str, RateLimits], max_pause: float) -> None:
+        self.max_pause = max_pause
         for name, limits in rate_limits.items():
             if not isinstance(limits, RateLimits):
                 raise TypeError(f"rate_limits[{name!r}] must be a RateLimits, not {limits!r:.80}")
@@ -190,7 +194,9 @@ class _Gates:
         key = model.provider or model.api
         gate = self.by_provider.get(key)
         if gate is None:
-            gate = self.by_provider[key] = _Gate(self.rate_limits.get(key, RateLimits()))
+            gate = self.by_provider[key] = _Gate(
+                self.rate_limits.get(key, RateLimits()), self.max_pause
+            )
         return gate
 
 
@@ -396,6 +402,7 @@ async def run_batch(
     concurrency: int = 16,
     rate_limits: Mapping[str, RateLimits] | None = None,
     rate_limit_retries: int = 5,
+    max_pause: float = 300.0,
     resume: bool = False,
     on_result: Callable[[BatchResult], None] | None = None,
 ) -> BatchSummary:
@@ -408,7 +415,8 @@ async def run_batch(
     ``provider``, or its ``api`` when that is empty) to its :class:`RateLimits`, shared
     by every agent of the batch; a reply that fails with ``error_kind="rate_limit"``
     pauses every request to that provider for its ``retry_after`` (1 s when it gives
-    none), and its item runs again from the start after the pause, up to
+    none; ``max_pause`` seconds at most, whatever the server asks), and its item runs
+    again from the start after the pause, up to
     ``rate_limit_retries`` times, then is recorded as failed. The agents' own
     ``max_retries`` still apply first; ``max_retries=0`` leaves the waiting to the batch.
 
@@ -444,7 +452,11 @@ async def run_batch(
             raise ValueError(f"item id {item.id!r} appears more than once in the batch")
         seen.add(item.id)
     path = Path(out)
-    gates = _Gates(rate_limits or {})
+    if isinstance(max_pause, bool) or not isinstance(max_pause, int | float):
+        raise TypeError(f"max_pause must be a number of seconds, not {max_pause!r:.80}")
+    if not (math.isfinite(max_pause) and max_pause >= 0):
+        raise ValueError(f"max_pause must be finite and at least 0, not {max_pause!r}")
+    gates = _Gates(rate_limits or {}, max_pause)
     lines, end = await trio.to_thread.run_sync(_read_lines, path)
     finished: set[str] = set()
     if lines or end:
