@@ -323,3 +323,33 @@ def test_a_batch_killed_mid_run_loses_nothing_and_finishes_nothing_twice(
     assert after[: len(before)] == before
     assert sorted(after) == sorted(f"item-{n}" for n in range(40))
     assert {record["status"] for record in lines(out)} == {"done"}
+
+
+async def test_ctrl_c_escapes_as_itself_and_the_running_items_are_aborted(
+    tmp_path: Path, autojump_clock: Any
+) -> None:
+    out = tmp_path / "results.jsonl"
+    started: set[str] = set()
+    all_streaming = trio.Event()
+
+    def make(item: BatchItem) -> Agent:
+        agent = Agent(faux.model([faux.reply("slow " * 20, chunk_size=5)]))
+
+        async def on_event(event: Any) -> None:
+            if event.type == "message_update":
+                started.add(item.id)
+                if len(started) == 3:
+                    all_streaming.set()
+                if item.id != "item-0":
+                    await trio.sleep_forever()  # a partial reply, held
+                await all_streaming.wait()
+                raise KeyboardInterrupt  # as Trio delivers a Ctrl-C
+
+        agent.subscribe(on_event)
+        return agent
+
+    with pytest.raises(KeyboardInterrupt):  # itself, not in a group
+        await run_batch(items(5), make, out=out, concurrency=3)
+    results = read_results(out)
+    assert sorted(results) == ["item-0", "item-1", "item-2"]
+    assert {result.status for result in results.values()} == {"aborted"}

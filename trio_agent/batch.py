@@ -507,6 +507,8 @@ async def run_batch(
 
     async def run_item(item: BatchItem) -> None:
         try:
+            # an item whose slot came as the batch stopped does not start (nor get a line)
+            await trio.lowlevel.checkpoint_if_cancelled()
             usage = Usage()
             attempt = 0
             while True:
@@ -559,7 +561,10 @@ async def run_batch(
                     if result.error_kind == "rate_limit" and attempt <= rate_limit_retries:
                         usage = result.usage
                         continue
-                await record(result)
+                # however the run ended, its line is written whole (a cancellation
+                # arriving now is raised at the next checkpoint)
+                with trio.CancelScope(shield=True):
+                    await record(result)
                 return
         finally:
             slots.release()
