@@ -353,3 +353,19 @@ async def test_ctrl_c_escapes_as_itself_and_the_running_items_are_aborted(
     results = read_results(out)
     assert sorted(results) == ["item-0", "item-1", "item-2"]
     assert {result.status for result in results.values()} == {"aborted"}
+
+
+def test_a_line_that_is_not_a_result_is_named(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    out.write_bytes(b'{"id": "a", "status": "done"}\n[1, 2]\n')
+    with pytest.raises(ValueError, match=r"results\.jsonl', line 2: not a result line"):
+        read_results(out)
+    out.write_bytes(b'{"id": "a", "status": "finished"}\n')
+    with pytest.raises(ValueError, match="result 'a' has an unknown status 'finished'"):
+        read_results(out)
+
+    async def rerun() -> None:
+        await run_batch(items(1), answering(), out=out, resume=True)
+
+    with pytest.raises(ValueError, match="unknown status 'finished'"):
+        trio.run(rerun)
