@@ -117,6 +117,7 @@ def _required_names() -> dict[str, set[str]]:
         "trio_agent.testing",
         "trio_agent.testing.strategies",
         "trio_agent.testing.pytest_plugin",
+        "trio_agent.batch",
     ):
         required[name] = set(importlib.import_module(name).__all__)
     for module in PROVIDER_MODULES:

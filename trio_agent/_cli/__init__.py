@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -71,6 +72,7 @@ if typing.TYPE_CHECKING:
     from ..mcp import McpServer
 from ..providers import anthropic, google, openai_chat, openai_responses
 from ..providers._common import HttpProvider
+from ._batch import FAUX, read_items, real_agent, run_items, scripted_agent, summary_line
 from ._chat import HELP as CHAT_HELP
 from ._chat import Chat, ended_in_error
 from ._confine import escape_name
@@ -78,7 +80,7 @@ from ._cost import usage_line
 from ._demo import SYSTEM_PROMPT, demo_model, demo_tools, prompt_for
 from ._files import file_tools
 from ._models import listing
-from ._term import Terminal, silence
+from ._term import Terminal, _isatty, silence
 from ._trace import TraceUnavailable, open_trace
 
 __all__ = ["main"]
@@ -313,7 +315,62 @@ def _parser() -> _Parser:
         "--api", metavar="API", help="only the models served over API (e.g. openai-chat)"
     )
     models.add_argument("--json", action="store_true", help="one line of JSON per model")
-    parser.commands = {"demo": demo, "run": run, "chat": chat, "models": models}
+    batch = commands.add_parser(
+        "batch",
+        help="many runs: the prompts of a JSONL file through a model, results to another",
+        description="Run each item of ITEMS (a JSONL file: one object a line, with an id and "
+        "a prompt, or messages to continue) through the model, many at once, and append "
+        "each result to --out as it ends (one JSON line: id, status, usage, transcript). "
+        "A rerun with --resume skips the ids already in --out. --model faux:ID is a "
+        "scripted model that needs no key. Progress on stderr when it is a terminal. "
+        "Exit code 1 when an item failed; Ctrl-C stops at once, the running items "
+        "recorded as aborted (a rerun with --resume runs them again).",
+    )
+    batch.add_argument("items", type=Path, metavar="ITEMS.jsonl", help="the items")
+    batch.add_argument(
+        "--model",
+        default=os.environ.get("TRIO_AGENT_MODEL"),
+        metavar="API:ID",
+        help="the model, as for run, or faux:ID (scripted, no key)",
+    )
+    batch.add_argument(
+        "--out", type=Path, required=True, metavar="RESULTS.jsonl", help="the results file"
+    )
+    batch.add_argument(
+        "--concurrency",
+        type=_count(1),
+        default=16,
+        metavar="N",
+        help="at most N items at once (default: 16)",
+    )
+    batch.add_argument(
+        "--rpm", type=_count(1), metavar="N", help="at most N requests to the provider a minute"
+    )
+    batch.add_argument(
+        "--tpm",
+        type=_count(1),
+        metavar="N",
+        help="start a request only while the last minute's replies used fewer than N tokens",
+    )
+    batch.add_argument(
+        "--resume", action="store_true", help="skip the ids already finished in --out"
+    )
+    batch.add_argument("--system", default=None, metavar="TEXT", help="the system prompt")
+    batch.add_argument(
+        "--api-key-env", metavar="NAME", help="read the API key from the variable NAME"
+    )
+    batch.add_argument("--base-url", metavar="URL", help="the server")
+    batch.add_argument("--provider", metavar="NAME", help="a provider of the model catalog")
+    batch.add_argument(
+        "--thinking", choices=THINKING_LEVELS, default="off", help="the reasoning level"
+    )
+    parser.commands = {
+        "demo": demo,
+        "run": run,
+        "chat": chat,
+        "models": models,
+        "batch": batch,
+    }
     return parser
 
 
@@ -694,6 +751,47 @@ async def _chat(args: argparse.Namespace, term: Terminal, stdin: TextIO) -> int:
         return await Chat(agent, term, stdin, args.session, save=_save).run()
 
 
+def _batch_command(
+    args: argparse.Namespace, term: Terminal, err: TextIO, clock: trio.abc.Clock | None
+) -> int:
+    if not args.model:
+        raise UsageError("--model API:ID is needed (or set TRIO_AGENT_MODEL)")
+    try:
+        items = read_items(args.items)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    system = args.system or ""
+    api, _, model_id = args.model.partition(":")
+    if api == FAUX:
+        make = scripted_agent(model_id or FAUX, system)
+        provider = FAUX
+    else:
+        model = parse_model(args.model, args.base_url, args.thinking, args.provider)
+        key = find_key(model, args.api_key_env)
+        make = real_agent(model, system, api_key=key, thinking_level=args.thinking)
+        provider = model.provider or model.api
+    if args.out.exists() and args.out.stat().st_size and not args.resume:
+        raise UsageError(f"--out {str(args.out)!r} holds results; add --resume to go on with it")
+    summary = trio.run(
+        functools.partial(
+            run_items,
+            items,
+            make,
+            out=args.out,
+            provider=provider,
+            concurrency=args.concurrency,
+            rpm=args.rpm,
+            tpm=args.tpm,
+            resume=args.resume,
+            err=err,
+            live=_isatty(err),
+        ),
+        clock=clock,
+    )
+    term.note(summary_line(summary))
+    return EXIT_ERROR if summary.failed else EXIT_OK
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -745,6 +843,8 @@ def _main(
             return trio.run(_demo, args, term, clock=clock)
         if args.command == "models":
             return _models(args, out)
+        if args.command == "batch":
+            return _batch_command(args, term, err, clock)
         if not args.model:
             raise UsageError("--model API:ID is needed (or set TRIO_AGENT_MODEL)")
         if not Path(args.root).is_dir():

@@ -1,0 +1,595 @@
+"""Many runs: a batch of items through agents, results saved as each one finishes.
+
+:func:`run_batch` runs every :class:`BatchItem` through an :class:`~trio_agent.Agent`
+that the caller's factory makes for it, many at once in one nursery, under a
+concurrency limit and per-provider :class:`RateLimits` shared by every agent of the
+batch. Each item's outcome is appended to a JSONL file as soon as it is known, one
+line per item, flushed and fsync'd, so that a rerun with ``resume=True`` skips what
+is already there and runs the rest. :func:`read_results` reads the file back.
+
+What a rerun does, item by item:
+
+* an item whose line is in the file (``done`` or ``error``) is not run again;
+* an item running when the process was killed (``kill -9``, a power cut) has no line
+  and runs again from the start: its work up to the kill is paid for twice;
+* an item stopped by a cancellation (Ctrl-C, the surrounding scope) has an
+  ``aborted`` line with its partial transcript, and runs again from the start;
+  :func:`read_results` keeps the last line of each id;
+* a last line cut short by a crash is dropped from the file before anything is
+  appended, and its item runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias
+
+import attrs
+import trio
+
+from ._agent import Agent
+from ._errors import one_exception
+from ._messages import AgentMessage, AssistantMessage, Cost, Usage
+from ._model import Model
+from ._stream import Emit, LlmContext, StreamOptions
+from .providers import get_stream_fn
+
+__all__ = [
+    "BatchItem",
+    "BatchResult",
+    "BatchSummary",
+    "RateLimits",
+    "read_results",
+    "run_batch",
+]
+
+Status: TypeAlias = Literal["done", "error", "aborted"]
+
+_WINDOW: Final = 60.0
+_DEFAULT_PAUSE: Final = 1.0
+
+
+def _check_id(item: BatchItem, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"BatchItem.id must be a non-empty str, not {value!r:.80}")
+
+
+def _messages(value: Iterable[AgentMessage] | None) -> tuple[AgentMessage, ...] | None:
+    return None if value is None else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class BatchItem:
+    """One run of a batch: an ``id`` unique in the batch, and a ``prompt`` to run or a
+    ``transcript`` to continue (exactly one of the two). ``settings`` is free for the
+    factory's use (a model, a temperature, ...): the batch itself does not read it."""
+
+    id: str = attrs.field(validator=_check_id)
+    prompt: str | None = None
+    transcript: tuple[AgentMessage, ...] | None = attrs.field(default=None, converter=_messages)
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.prompt is None) == (self.transcript is None):
+            raise ValueError(
+                f"BatchItem {self.id!r} needs a prompt or a transcript (exactly one), "
+                f"not prompt={self.prompt!r:.40} and transcript={self.transcript!r:.40}"
+            )
+        if self.prompt is not None and not isinstance(self.prompt, str):
+            raise TypeError(f"BatchItem {self.id!r}: prompt must be a str, not {self.prompt!r:.80}")
+
+
+def _positive_or_none(name: str, whole: bool = False) -> Callable[[Any, Any, Any], None]:
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if value is None:
+            return
+        kind = int if whole else int | float
+        if isinstance(value, bool) or not isinstance(value, kind):
+            what = "an int" if whole else "a number"
+            raise TypeError(f"RateLimits.{name} must be {what} or None, not {value!r:.80}")
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"RateLimits.{name} must be finite and above 0, not {value!r}")
+
+    return check
+
+
+@attrs.frozen(kw_only=True)
+class RateLimits:
+    """Limits on one provider's traffic, per minute, over every agent of a batch.
+
+    ``requests_per_minute``: at most this many requests start in any 60 seconds.
+    ``tokens_per_minute``: a request starts only while the tokens of the replies that
+    ended in the last 60 seconds are fewer than this; a reply's tokens are counted when
+    it ends (its ``usage.total_tokens``), so the requests already under way when the
+    limit is reached may pass it by their own tokens. None: no limit.
+    """
+
+    requests_per_minute: int | None = attrs.field(
+        default=None, validator=_positive_or_none("requests_per_minute", whole=True)
+    )
+    tokens_per_minute: float | None = attrs.field(
+        default=None, validator=_positive_or_none("tokens_per_minute")
+    )
+
+
+class _Gate:
+    """The shared state of one provider: the requests and tokens of the last minute,
+    and the pause a rate-limited reply asked for."""
+
+    def __init__(self, limits: RateLimits, max_pause: float) -> None:
+        self.limits = limits
+        self.max_pause = max_pause
+        self.lock = trio.Lock()  # fair: requests start in the order they asked
+        self.starts: deque[float] = deque()
+        self.tokens: deque[tuple[float, int]] = deque()
+        self.token_sum = 0
+        self.paused_until = -math.inf
+        self.waited = 0.0
+
+    def _wait(self, now: float) -> float:
+        """Seconds until a request may start (0: now)."""
+        wait = self.paused_until - now
+        rpm = self.limits.requests_per_minute
+        starts = self.starts
+        while starts and starts[0] <= now - _WINDOW:
+            starts.popleft()
+        if rpm is not None and len(starts) >= rpm:
+            wait = max(wait, starts[len(starts) - rpm] + _WINDOW - now)
+        tpm = self.limits.tokens_per_minute
+        tokens = self.tokens
+        while tokens and tokens[0][0] <= now - _WINDOW:
+            self.token_sum -= tokens.popleft()[1]
+        if tpm is not None and self.token_sum >= tpm:
+            # wait for enough of the oldest replies to leave the window
+            over = self.token_sum - tpm
+            for ended, count in tokens:
+                over -= count
+                if over < 0:
+                    wait = max(wait, ended + _WINDOW - now)
+                    break
+        return wait
+
+    async def enter(self) -> None:
+        """Wait until a request may start, and count it. Cancellation: a checkpoint;
+        a cancelled wait counts nothing."""
+        async with self.lock:
+            while True:
+                now = trio.current_time()
+                wait = self._wait(now)
+                if wait <= 0:
+                    break
+                self.waited += wait
+                await trio.sleep_until(now + wait)
+            if self.limits.requests_per_minute is not None:
+                self.starts.append(trio.current_time())
+
+    def ended(self, reply: AssistantMessage) -> None:
+        """Count a reply's tokens, and pause the provider if it was rate-limited."""
+        now = trio.current_time()
+        if self.limits.tokens_per_minute is not None and reply.usage.total_tokens > 0:
+            self.tokens.append((now, reply.usage.total_tokens))
+            self.token_sum += reply.usage.total_tokens
+        if reply.stop_reason == "error" and reply.error_kind == "rate_limit":
+            pause = reply.retry_after
+            if pause is None or not math.isfinite(pause) or pause < 0:
+                pause = _DEFAULT_PAUSE
+            self.paused_until = max(self.paused_until, now + min(pause, self.max_pause))
+
+
+class _Gates:
+    def __init__(self, rate_limits: Mapping[str, RateLimits], max_pause: float) -> None:
+        self.max_pause = max_pause
+        for name, limits in rate_limits.items():
+            if not isinstance(limits, RateLimits):
+                raise TypeError(f"rate_limits[{name!r}] must be a RateLimits, not {limits!r:.80}")
+        self.rate_limits = dict(rate_limits)
+        self.by_provider: dict[str, _Gate] = {}
+
+    def get(self, model: Model) -> _Gate:
+        key = model.provider or model.api
+        gate = self.by_provider.get(key)
+        if gate is None:
+            gate = self.by_provider[key] = _Gate(
+                self.rate_limits.get(key, RateLimits()), self.max_pause
+            )
+        return gate
+
+
+def _gated(gates: _Gates, inner: Any) -> Any:
+    async def stream(
+        model: Model, context: LlmContext, options: StreamOptions, emit: Emit
+    ) -> AssistantMessage:
+        gate = gates.get(model)
+        await gate.enter()
+        fn = inner or get_stream_fn(model.api)
+        reply: AssistantMessage = await fn(model, context, options, emit)
+        if isinstance(reply, AssistantMessage):
+            gate.ended(reply)
+        return reply
+
+    return stream
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class BatchResult:
+    """One line of a results file: how an item ended.
+
+    ``status``: ``"done"`` (the run ended on a reply that did not fail), ``"error"``
+    (it ended on a failed reply, ``error_kind`` and ``error`` say why, or the factory
+    or the run raised: ``error_kind="exception"``), ``"aborted"`` (a cancellation
+    stopped it; a rerun runs it again). ``stop`` is the last reply's ``stop_reason``.
+    ``usage`` sums the replies of this run (not those of a transcript it continued),
+    the rate-limited attempts included; ``attempts`` counts the runs of the item.
+    """
+
+    id: str
+    status: Status
+    messages: tuple[AgentMessage, ...] = ()
+    usage: Usage = Usage()
+    stop: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+
+@attrs.frozen(kw_only=True)
+class BatchSummary:
+    """What a batch did: items ``done`` and ``failed`` (by error kind) in this run,
+    ``skipped`` (already in the file), ``aborted``, and the tokens and dollars of this
+    run's replies (from the catalog's prices)."""
+
+    done: int = 0
+    failed: Mapping[str, int] = attrs.field(factory=dict)
+    skipped: int = 0
+    aborted: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    rate_limit_wait: float = 0.0
+    """Seconds the providers' gates held requests back, summed over providers."""
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    ca, cb = a.cost, b.cost
+    return Usage(
+        input=a.input + b.input,
+        output=a.output + b.output,
+        cache_read=a.cache_read + b.cache_read,
+        cache_write=a.cache_write + b.cache_write,
+        cache_write_long=a.cache_write_long + b.cache_write_long,
+        total_tokens=a.total_tokens + b.total_tokens,
+        cost=Cost(
+            input=ca.input + cb.input,
+            output=ca.output + cb.output,
+            cache_read=ca.cache_read + cb.cache_read,
+            cache_write=ca.cache_write + cb.cache_write,
+            total=ca.total + cb.total,
+        ),
+    )
+
+
+def _usage_of(messages: Sequence[AgentMessage]) -> Usage:
+    total = Usage()
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            total = _add(total, message.usage)
+    return total
+
+
+def _line(result: BatchResult) -> bytes:
+    from ._json import to_json
+
+    data: dict[str, Any] = {
+        "id": result.id,
+        "status": result.status,
+        "stop": result.stop,
+        "errorKind": result.error_kind,
+        "error": result.error,
+        "attempts": result.attempts,
+        "usage": to_json(result.usage),
+        "messages": to_json(list(result.messages)),
+    }
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.encode("utf-8", "surrogatepass") + b"\n"
+
+
+def _parse(line: bytes) -> BatchResult:
+    from ._json import from_json
+
+    data = json.loads(line)
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        raise ValueError(f"not a result line: {line[:80]!r}")
+    status = data.get("status")
+    if status not in ("done", "error", "aborted"):
+        raise ValueError(f"result {data['id']!r} has an unknown status {status!r:.40}")
+    return BatchResult(
+        id=data["id"],
+        status=status,
+        messages=tuple(from_json(data.get("messages", []))),
+        usage=from_json(data.get("usage", {}), Usage),
+        stop=data.get("stop"),
+        error_kind=data.get("errorKind"),
+        error=data.get("error"),
+        attempts=data.get("attempts", 1),
+    )
+
+
+def _read_lines(path: Path) -> tuple[list[bytes], int]:
+    """The whole lines of ``path`` and the byte length they span (a last line without
+    its newline, cut by a crash, is not among them)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], 0
+    end = data.rfind(b"\n") + 1
+    return data[:end].splitlines(), end
+
+
+def read_results(path: str | os.PathLike[str]) -> dict[str, BatchResult]:
+    """The results of a file :func:`run_batch` wrote, by id: the last line of each id
+    (an aborted item that a rerun finished has two). A last line cut short by a crash
+    is left out; ``ValueError`` naming the line for any other line that is not a result.
+    """
+    results: dict[str, BatchResult] = {}
+    lines, _ = _read_lines(Path(path))
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            result = _parse(line)
+        except Exception as error:
+            raise ValueError(f"{os.fspath(path)!r}, line {number}: {error}") from None
+        results[result.id] = result
+    return results
+
+
+class _Writer:
+    """Appends result lines, one at a time, each flushed and fsync'd before the call
+    returns (in a worker thread)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.lock = trio.Lock()
+
+    def _write(self, data: bytes) -> None:
+        self.file.write(data)
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    async def write(self, result: BatchResult) -> None:
+        data = _line(result)
+        async with self.lock:
+            await trio.to_thread.run_sync(self._write, data)
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def _outcome(item: BatchItem, agent: Agent, start: int) -> BatchResult:
+    messages = tuple(agent.state.messages)
+    last = next((m for m in reversed(messages[start:]) if isinstance(m, AssistantMessage)), None)
+    usage = _usage_of(messages[start:])
+    if last is None:
+        return BatchResult(id=item.id, status="done", messages=messages, usage=usage)
+    if last.stop_reason == "error":
+        return BatchResult(
+            id=item.id,
+            status="error",
+            messages=messages,
+            usage=usage,
+            stop=last.stop_reason,
+            error_kind=last.error_kind or "unknown",
+            error=last.error_message,
+        )
+    status: Status = "aborted" if last.stop_reason == "aborted" else "done"
+    return BatchResult(
+        id=item.id, status=status, messages=messages, usage=usage, stop=last.stop_reason
+    )
+
+
+async def run_batch(
+    items: Iterable[BatchItem],
+    make_agent: Callable[[BatchItem], Agent | Awaitable[Agent]],
+    *,
+    out: str | os.PathLike[str],
+    concurrency: int = 16,
+    rate_limits: Mapping[str, RateLimits] | None = None,
+    rate_limit_retries: int = 5,
+    max_pause: float = 300.0,
+    resume: bool = False,
+    on_result: Callable[[BatchResult], None] | None = None,
+) -> BatchSummary:
+    """Run every item through an agent made for it, and append each outcome to ``out``.
+
+    ``make_agent(item)`` (sync or async) makes the item's :class:`~trio_agent.Agent`;
+    the batch runs ``agent.prompt(item.prompt)``, or, for a transcript,
+    ``agent.replace_messages(item.transcript)`` then ``agent.continue_()``. At most
+    ``concurrency`` items run at once. ``rate_limits`` maps a provider (a model's
+    ``provider``, or its ``api`` when that is empty) to its :class:`RateLimits`, shared
+    by every agent of the batch; a reply that fails with ``error_kind="rate_limit"``
+    pauses every request to that provider for its ``retry_after`` (1 s when it gives
+    none; ``max_pause`` seconds at most, whatever the server asks), and its item runs
+    again from the start after the pause, up to
+    ``rate_limit_retries`` times, then is recorded as failed. The agents' own
+    ``max_retries`` still apply first; ``max_retries=0`` leaves the waiting to the batch.
+
+    ``out`` gets one JSON line per item as it ends (see :class:`BatchResult`; read them
+    with :func:`read_results`), flushed and fsync'd. With ``resume=False`` the file
+    must not hold results (``FileExistsError`` naming it); with ``resume=True`` the
+    items whose ids have a ``done`` or ``error`` line are skipped (see the module's docs
+    for what a rerun does). ``on_result`` is called with each result after its line is
+    written. Items are checked first: ``ValueError`` naming a repeated id.
+
+    A factory or a run that raises fails its item (``error_kind="exception"``, the
+    exception's type and text in ``error``); the batch goes on. Cancellation: every
+    running item is stopped as an abort stops it, its partial transcript written
+    (shielded) as ``aborted``, and the cancellation propagates; the file holds whole
+    lines only.
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int of at least 1, not {concurrency!r}")
+    if (
+        isinstance(rate_limit_retries, bool)
+        or not isinstance(rate_limit_retries, int)
+        or rate_limit_retries < 0
+    ):
+        raise ValueError(
+            f"rate_limit_retries must be an int of at least 0, not {rate_limit_retries!r}"
+        )
+    items = list(items)
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, BatchItem):
+            raise TypeError(f"items must be BatchItem records, not {item!r:.80}")
+        if item.id in seen:
+            raise ValueError(f"item id {item.id!r} appears more than once in the batch")
+        seen.add(item.id)
+    path = Path(out)
+    if isinstance(max_pause, bool) or not isinstance(max_pause, int | float):
+        raise TypeError(f"max_pause must be a number of seconds, not {max_pause!r:.80}")
+    if not (math.isfinite(max_pause) and max_pause >= 0):
+        raise ValueError(f"max_pause must be finite and at least 0, not {max_pause!r}")
+    gates = _Gates(rate_limits or {}, max_pause)
+    lines, end = await trio.to_thread.run_sync(_read_lines, path)
+    finished: set[str] = set()
+    if lines or end:
+        if not resume:
+            raise FileExistsError(
+                f"{os.fspath(path)!r} already holds results; pass resume=True to skip them"
+            )
+        for line in lines:
+            if line.strip():
+                try:
+                    result = _parse(line)
+                except Exception as error:
+                    raise ValueError(f"{os.fspath(path)!r}: {error}") from None
+                if result.status != "aborted":
+                    finished.add(result.id)
+    todo = [item for item in items if item.id not in finished]
+    skipped = len(items) - len(todo)
+
+    done = 0
+    aborted = 0
+    failed: dict[str, int] = {}
+    tokens = 0
+    cost = 0.0
+    slots = trio.Semaphore(concurrency)
+
+    def _open() -> Any:
+        file = open(path, "ab")  # noqa: SIM115  # closed below
+        file.truncate(end)  # a last line cut short by a crash goes
+        return file
+
+    file = await trio.to_thread.run_sync(_open)
+    writer = _Writer(file)
+
+    async def record(result: BatchResult) -> None:
+        nonlocal done, aborted, tokens, cost
+        await writer.write(result)
+        tokens += result.usage.total_tokens
+        cost += result.usage.cost.total
+        if result.status == "done":
+            done += 1
+        elif result.status == "aborted":
+            aborted += 1
+        else:
+            kind = result.error_kind or "unknown"
+            failed[kind] = failed.get(kind, 0) + 1
+        if on_result is not None:
+            on_result(result)
+
+    async def run_item(item: BatchItem) -> None:
+        try:
+            # an item whose slot came as the batch stopped does not start (nor get a line)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            usage = Usage()
+            attempt = 0
+            while True:
+                attempt += 1
+                agent: Agent | None = None
+                start = 0
+                try:
+                    made = make_agent(item)
+                    agent = await made if not isinstance(made, Agent) else made
+                    if not isinstance(agent, Agent):
+                        raise TypeError(f"make_agent returned {agent!r:.80}, not an Agent")
+                    agent._stream_fn = _gated(gates, agent._stream_fn)
+                    if item.transcript is not None:
+                        agent.replace_messages(item.transcript)
+                        start = len(item.transcript)
+                        await agent.continue_()
+                    else:
+                        start = len(agent.state.messages)
+                        assert item.prompt is not None
+                        await agent.prompt(item.prompt)
+                except Exception as error:
+                    messages = () if agent is None else tuple(agent.state.messages)
+                    usage = _add(usage, _usage_of(messages[start:]))
+                    result = BatchResult(
+                        id=item.id,
+                        status="error",
+                        messages=messages,
+                        usage=usage,
+                        error_kind="exception",
+                        error=f"{type(error).__name__}: {error}",
+                        attempts=attempt,
+                    )
+                except BaseException:
+                    if agent is not None:
+                        result = _outcome(item, agent, start)
+                        result = attrs.evolve(
+                            result,
+                            status="aborted",
+                            usage=_add(usage, result.usage),
+                            attempts=attempt,
+                        )
+                    else:
+                        result = BatchResult(id=item.id, status="aborted", attempts=attempt)
+                    with trio.CancelScope(shield=True):
+                        await record(result)
+                    raise
+                else:
+                    result = _outcome(item, agent, start)
+                    result = attrs.evolve(result, usage=_add(usage, result.usage), attempts=attempt)
+                    if result.error_kind == "rate_limit" and attempt <= rate_limit_retries:
+                        usage = result.usage
+                        continue
+                # however the run ended, its line is written whole (a cancellation
+                # arriving now is raised at the next checkpoint)
+                with trio.CancelScope(shield=True):
+                    await record(result)
+                return
+        finally:
+            slots.release()
+
+    escaped: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            # items start in their order, each once a slot is free: no task waits for
+            # a slot, however long the batch
+            for item in todo:
+                await slots.acquire()
+                nursery.start_soon(run_item, item)
+    except BaseExceptionGroup as group:
+        escaped = one_exception(group)  # one exception escapes, never a group
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(file.close)
+    if escaped is not None:
+        raise escaped
+    return BatchSummary(
+        done=done,
+        failed=failed,
+        skipped=skipped,
+        aborted=aborted,
+        tokens=tokens,
+        cost=cost,
+        rate_limit_wait=sum(gate.waited for gate in gates.by_provider.values()),
+    )
