@@ -204,11 +204,16 @@ def check_events(result: ScenarioResult) -> None:
 
 def check_parallel_completion_order(result: ScenarioResult) -> None:
     """Invariant 2: in parallel mode ``tool_execution_end`` events come in completion order
-    (calls that finish at the same virtual time may come in either order)."""
+    (calls that finish at the same virtual time may come in either order). A cancelled
+    call completes when its shielded cleanup ends, not when it was cancelled."""
     finished: dict[str, float] = {}
+    behaviours = result.scenario.behaviours
     for mark in result.timeline:
         if mark.kind in ("tool_end", "tool_raise", "tool_cancelled"):
-            finished.setdefault(mark.detail, mark.time)
+            time = mark.time
+            if mark.kind == "tool_cancelled" and mark.detail in behaviours:
+                time += behaviours[mark.detail].cleanup
+            finished.setdefault(mark.detail, round(time, 9))
     cut = min(
         (i for i, m in enumerate(result.timeline) if m.kind in INTERRUPTING),
         default=len(result.timeline),
