@@ -46,7 +46,7 @@ async def test_each_item_ends_in_the_file_once_with_its_transcript_and_usage(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "results.jsonl"
-    usage = Usage(input=10, output=5, total_tokens=15, cost=Cost(total=0.25))
+    usage = Usage(input=10, output=5, reasoning=2, total_tokens=15, cost=Cost(total=0.25))
     summary = await run_batch(items(5), answering(usage=usage), out=out, concurrency=2)
     assert (summary.done, summary.failed, summary.skipped) == (5, {}, 0)
     assert (summary.tokens, summary.cost) == (75, 1.25)
@@ -56,6 +56,7 @@ async def test_each_item_ends_in_the_file_once_with_its_transcript_and_usage(
         assert record["status"] == "done"
         assert record["stop"] == "stop"
         assert record["usage"]["totalTokens"] == 15
+        assert record["usage"]["reasoning"] == 2  # every field of the usage is summed
         messages = loads(json.dumps(record["messages"]))
         assert messages[0].content[0].text == "question " + record["id"].removeprefix("item-")
         assert isinstance(messages[1], AssistantMessage)
@@ -281,7 +282,10 @@ async def test_tokens_per_minute_hold_on_virtual_time(tmp_path: Path, autojump_c
     await run_batch(items(6), make, out=tmp_path / "r.jsonl", concurrency=1, rate_limits=limits)
     # three replies of 100 tokens pass 250; the next waits for the first to leave the minute
     assert starts == [0, 0, 0, 60, 60, 60]
-    await run_batch(items(1), make, out=tmp_path / "other.jsonl", rate_limits={})
+    starts.clear()
+    await run_batch(items(6), make, out=tmp_path / "other.jsonl", concurrency=6, rate_limits={})
+    assert len(starts) == 6
+    assert set(starts) == {starts[0]}  # no limits: none waits
 
 
 # -- kill -9 --------------------------------------------------------------------------------

@@ -98,3 +98,22 @@ def test_an_item_that_is_not_one_is_a_usage_error_naming_its_line(tmp_path: Path
     result = run_main(["batch", str(items), "--model", "faux:echo", "--out", "r.jsonl"])
     assert result.code == 2
     assert "line 1 must be a JSON object" in result.err
+
+
+def test_a_repeated_id_and_a_bad_results_line_are_usage_errors(tmp_path: Path) -> None:
+    """``1`` and ``"1"`` are one id (ids are read as strings): the second is named with its
+    line; a results file to resume whose line is not a result is named before anything
+    runs."""
+    items = write_items(
+        tmp_path / "items.jsonl", {"id": 1, "prompt": "x"}, {"id": "1", "prompt": "y"}
+    )
+    out = tmp_path / "r.jsonl"
+    result = run_main(["batch", str(items), "--model", "faux:echo", "--out", str(out)])
+    assert result.code == 2, result
+    assert f"{str(items)!r}, line 2: id '1' is the id of line 1 too" in result.err
+    items = write_items(tmp_path / "items.jsonl", {"id": "a", "prompt": "x"})
+    out.write_text('{"id": "a"}\n')
+    result = run_main(["batch", str(items), "--model", "faux:echo", "--out", str(out), "--resume"])
+    assert result.code == 2, result
+    assert "--out: " in result.err
+    assert "Traceback" not in result.err

@@ -35,6 +35,7 @@ from tests.test_sdk_types import _STREAM, _model, check_request
 from trio_agent import (
     AgentContext,
     AgentLoopConfig,
+    AgentMessage,
     AssistantMessage,
     NextTurn,
     ReasoningLevel,
@@ -218,8 +219,12 @@ def test_an_0_85_transcript_still_loads_and_is_written_as_it_was() -> None:
             " got str 'huge' @ $[0].thinkingLevel",
         ),
         (
+            json.loads(trio_agent.dumps(AssistantMessage())) | {"durationMs": float("inf")},
+            "expected a finite number, got float inf @ $[0].durationMs",
+        ),
+        (
             {**json.loads(trio_agent.dumps(AssistantMessage())), "durationMs": "12"},
-            "expected a number, got str '12' @ $[0].durationMs",
+            "expected a finite number, got str '12' @ $[0].durationMs",
         ),
     ],
 )
@@ -365,6 +370,31 @@ async def test_an_agent_does_not_continue_from_system_messages_alone(autojump_cl
     agent = trio_agent.Agent(model, messages=[SystemMessage("Be brief.", timestamp=0)])
     with pytest.raises(ValueError, match=r"^No messages to continue from$"):
         await agent.continue_()
+    assert model.calls == []
+
+
+async def test_a_continuation_goes_on_from_the_last_message_that_is_not_a_system_message(
+    autojump_clock: Any,
+) -> None:
+    """A system message after the model's reply does not end the conversation: continuing
+    from it would send a request that ends with the reply (a prefill)."""
+    reply = AssistantMessage(content=(TextContent("hi"),), timestamp=0)
+    messages: list[AgentMessage] = [
+        UserMessage.text("hello"),
+        reply,
+        SystemMessage("Be brief.", timestamp=0),
+    ]
+    model = faux.model(["never"])
+    agent = trio_agent.Agent(model, messages=messages)
+    with pytest.raises(ValueError, match=r"^Cannot continue from message role: assistant$"):
+        await agent.continue_()
+    with pytest.raises(ValueError, match=r"^Cannot continue from message role: assistant$"):
+        await trio_agent.run_agent_loop_continue(
+            AgentContext(messages=messages), AgentLoopConfig(model=model), noop
+        )
+    only_system = AgentContext(messages=[SystemMessage("Be brief.", timestamp=0)])
+    with pytest.raises(ValueError, match=r"^Cannot continue: no messages in context$"):
+        await trio_agent.run_agent_loop_continue(only_system, AgentLoopConfig(model=model), noop)
     assert model.calls == []
 
 

@@ -52,12 +52,11 @@ from ._config import (
 from ._errors import TrioAgentError
 from ._events import AgentEvent, MessageStart, MessageUpdate
 from ._execution import ABORTED
-from ._loop import Run, check_stream_fn, default_convert_to_llm, drive
+from ._loop import Run, check_stream_fn, continued_role, default_convert_to_llm, drive
 from ._messages import (
     AgentMessage,
     ImageContent,
     LlmMessage,
-    SystemMessage,
     TextContent,
     UserMessage,
 )
@@ -650,17 +649,19 @@ class Agent:
         again. If it ends with the assistant's reply, the queued steering
         messages are run as the prompt (one or all, by mode), else the queued
         follow-ups; with neither, ``ValueError("Cannot continue from message
-        role: assistant")``. An empty transcript, or one of system messages
-        alone, is ``ValueError("No messages to continue from")``. Otherwise as
+        role: assistant")`` (system messages after the last reply do not count: they
+        are folded into the system prompt). An empty transcript, or one of system
+        messages alone, is ``ValueError("No messages to continue from")``. Otherwise as
         :meth:`prompt`. Always a checkpoint.
         """
         if self._run is not None:
             await trio.lowlevel.checkpoint()
             raise AgentBusyError(_BUSY_CONTINUE)
-        if all(isinstance(message, SystemMessage) for message in self._messages):
+        role = continued_role(self._messages)
+        if role is None:
             await trio.lowlevel.checkpoint()
             raise ValueError("No messages to continue from")
-        if self._messages[-1].role == "assistant":
+        if role == "assistant":
             # Taken only once the run is sure to start, so a refusal loses nothing.
             if self._steering.items:
                 await self._run_loop(self._steering.take, skip_first_steering_poll=True)

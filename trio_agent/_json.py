@@ -344,7 +344,7 @@ the JSON type of each: kept in the object's ``extra`` as read, and written back.
 _KINDS: dict[type | tuple[type, ...], str] = {
     str: "a string",
     list: "a JSON array",
-    (int, float): "a number",
+    (int, float): "a finite number",
 }
 
 
@@ -441,7 +441,9 @@ def _register_data_class(cls: type[Any], tag_name: str | None) -> None:
             extra = {key: data[key] for key in data if key in extras}
             for key, value in extra.items():
                 if value is not None and (
-                    type(value) is bool or not isinstance(value, extras[key])
+                    type(value) is bool
+                    or not isinstance(value, extras[key])
+                    or (type(value) is float and not math.isfinite(value))  # 1e400 reads as inf
                 ):
                     problem = TypeError(f"expected {_KINDS[extras[key]]}, got {_shown(value)}")
                     note = f"Structuring class {cls.__name__} @ attribute {key}"

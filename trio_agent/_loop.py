@@ -127,6 +127,16 @@ def _folded_context(
     return _llm_context(system_prompt(prompt, system), rest, tools)
 
 
+def continued_role(messages: Sequence[AgentMessage]) -> str | None:
+    """The role a continuation of ``messages`` goes on from: that of the last message that
+    is not a system message (those are folded into the system prompt, so they do not end
+    the conversation a request sends); None when there is none."""
+    for message in reversed(messages):
+        if not isinstance(message, SystemMessage):
+            return message.role
+    return None
+
+
 _NO_NAMES: frozenset[str] = frozenset()
 _Event = TypeVar("_Event", bound=AgentEvent)
 
@@ -667,7 +677,7 @@ class Run:
             kept += [message for message in new if isinstance(message, _LLM_TYPES)]
             self._llm_seen = len(seen)
             if not self._llm_system:
-                self._llm_system = SystemMessage in map(type, new)
+                self._llm_system = any(isinstance(message, SystemMessage) for message in new)
             return Prefix(kept)
         else:
             messages = Prefix(self.messages)
@@ -921,15 +931,17 @@ async def run_agent_loop_continue(
     with a user message or tool results. Emits ``agent_start`` and
     ``turn_start``, then runs turns as :func:`run_agent_loop` does, and
     returns the new messages. Raises ``ValueError("Cannot continue: no
-    messages in context")`` or ``ValueError("Cannot continue from message
-    role: assistant")`` before emitting anything. Cancellation and errors as
-    for :func:`run_agent_loop`. Always a checkpoint.
+    messages in context")`` (system messages alone are none) or
+    ``ValueError("Cannot continue from message role: assistant")`` (the last
+    message that is not a system message decides) before emitting anything.
+    Cancellation and errors as for :func:`run_agent_loop`. Always a checkpoint.
     """
     try:
         check_run_arguments(context, config, emit)
-        if not context.messages:
+        role = continued_role(context.messages)
+        if role is None:
             raise ValueError("Cannot continue: no messages in context")
-        if context.messages[-1].role == "assistant":
+        if role == "assistant":
             raise ValueError("Cannot continue from message role: assistant")
         run = Run(context, config, emit, check_stream_fn(config, stream_fn))
     except Exception as exc:

@@ -277,9 +277,10 @@ class SystemMessage:
     available, or stop being, at that point.
 
     pi-agent-core 1.6.0 writes such messages; :func:`trio_agent.loads` reads them and
-    :func:`trio_agent.dumps` writes them back. The loop sends them as pi does for every model
-    of the four APIs (none takes system messages mid-conversation): folded into the request's
-    system prompt (:func:`system_prompt`) and left out of its messages. The model is offered
+    :func:`trio_agent.dumps` writes them back. The loop folds them, for every model, into the
+    request's system prompt (:func:`system_prompt`) and leaves them out of its messages, as
+    pi does for a model whose catalog entry does not set ``supportsMidConvoSystemMessages``
+    (pi sends them mid-conversation to the few that do). The model is offered
     the run's own tools (what pi-agent-core declares, with a system message of tool changes,
     before each request); the declarations stay in the transcript.
     """
@@ -456,7 +457,8 @@ class ToolResult:
     ``structured_content`` is a machine-readable result (any JSON value) for a
     program that calls the tool (:func:`trio_agent.run_tool_call`, an
     ``after_tool_call`` hook); no provider sends it to the model, which reads
-    ``content``. A tool with an ``output_schema`` sets it on every successful result.
+    ``content``. A tool with an ``output_schema`` should set it on every successful
+    result (one without it is not checked).
 
     ``is_error=True`` reports a failure without raising: the model reads ``content``
     as an error result, as for an exception, but ``details`` and

@@ -183,8 +183,8 @@ class AgentTool:
       this tool run at once; share one between tools, runs and agents to cap the
       calls to one API across all of them.
     - ``output_schema`` (a JSON Schema, optional) describes the ``structured_content``
-      of a successful result; a tool that declares it sets it on every successful
-      result. A successful result whose structured content does not match it is the
+      of a successful result; a tool that declares it should set it on every
+      successful result. A successful result whose structured content does not match it is the
       call's failure: the model reads an error naming the tool and the value (the tool
       still ran: its ``duration`` is kept). Results with ``is_error``, and results without
       structured content (an MCP server's that was too large to keep), are not checked.

@@ -163,8 +163,10 @@ class _Gate:
                 wait = self._wait(now)
                 if wait <= 0:
                     break
-                self.waited += wait
-                await trio.sleep_until(now + wait)
+                try:
+                    await trio.sleep_until(now + wait)
+                finally:  # what was waited, also by a wait cut short
+                    self.waited += trio.current_time() - now
             if self.limits.requests_per_minute is not None:
                 self.starts.append(trio.current_time())
 
@@ -264,6 +266,11 @@ def _add(a: Usage, b: Usage) -> Usage:
         cache_read=a.cache_read + b.cache_read,
         cache_write=a.cache_write + b.cache_write,
         cache_write_long=a.cache_write_long + b.cache_write_long,
+        reasoning=(
+            None
+            if a.reasoning is None and b.reasoning is None
+            else (a.reasoning or 0) + (b.reasoning or 0)
+        ),
         total_tokens=a.total_tokens + b.total_tokens,
         cost=Cost(
             input=ca.input + cb.input,
@@ -271,6 +278,7 @@ def _add(a: Usage, b: Usage) -> Usage:
             cache_read=ca.cache_read + cb.cache_read,
             cache_write=ca.cache_write + cb.cache_write,
             total=ca.total + cb.total,
+            total_from_provider=ca.total_from_provider and cb.total_from_provider,
         ),
     )
 

@@ -70,6 +70,7 @@ from .._tools import AgentTool
 
 if typing.TYPE_CHECKING:
     from ..mcp import McpServer
+from ..batch import read_results
 from ..providers import anthropic, google, openai_chat, openai_responses
 from ..providers._common import HttpProvider
 from ._batch import FAUX, read_items, real_agent, run_items, scripted_agent, summary_line
@@ -772,6 +773,11 @@ def _batch_command(
         provider = model.provider or model.api
     if args.out.exists() and args.out.stat().st_size and not args.resume:
         raise UsageError(f"--out {str(args.out)!r} holds results; add --resume to go on with it")
+    if args.resume and args.out.exists():
+        try:
+            read_results(args.out)  # a line that is not a result is named before anything runs
+        except ValueError as exc:
+            raise UsageError(f"--out: {exc}") from None
     summary = trio.run(
         functools.partial(
             run_items,

@@ -35,6 +35,7 @@ def read_items(path: Path) -> list[BatchItem]:
     """The items of ``path``; ``ValueError`` naming the file and line of one that is not
     an item (blank lines are skipped)."""
     items: list[BatchItem] = []
+    seen: dict[str, int] = {}  # id -> its line
     with path.open("rb") as file:
         for number, line in enumerate(file, 1):
             if not line.strip():
@@ -51,6 +52,11 @@ def read_items(path: Path) -> list[BatchItem]:
                 item_id = str(item_id)
             if not isinstance(item_id, str) or not item_id:
                 raise ValueError(f"{where}: id must be a non-empty string, not {item_id!r:.60}")
+            if item_id in seen:
+                raise ValueError(
+                    f"{where}: id {item_id!r:.60} is the id of line {seen[item_id]} too"
+                )
+            seen[item_id] = number
             transcript = None
             if "messages" in data:
                 try:
