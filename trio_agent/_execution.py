@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 import operator
-import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -324,22 +323,10 @@ async def _ask_before(host: CallHost, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
-_SYSTEM_CLOCK: type | None
-try:
-    from trio._core._run import SystemClock as _SYSTEM_CLOCK
-except ImportError:  # moved in a later Trio: every clock is read through current_time
-    _SYSTEM_CLOCK = None
-
-
 def timer() -> Callable[[], int]:
-    """The run's clock in whole nanoseconds, for durations and the order of reports:
-    ``time.perf_counter_ns`` when it is Trio's own clock (whose time is ``perf_counter()``
-    plus a constant, so differences are the same, at a fraction of the cost), else its
-    ``current_time`` (``MockClock``: virtual time) in nanoseconds."""
-    clock = trio.lowlevel.current_clock()
-    if type(clock) is _SYSTEM_CLOCK:
-        return time.perf_counter_ns
-    current_time = clock.current_time
+    """The run's clock (its ``current_time``: monotonic, virtual under ``MockClock``) in
+    whole nanoseconds, for durations and the order of reports."""
+    current_time = trio.lowlevel.current_clock().current_time
     return lambda: round(current_time() * 1e9)
 
 
