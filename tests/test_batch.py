@@ -373,3 +373,20 @@ def test_a_line_that_is_not_a_result_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="unknown status 'finished'"):
         trio.run(rerun)
+
+
+async def test_an_agent_handed_out_again_passes_the_gate_once_a_request(
+    tmp_path: Path, autojump_clock: Any
+) -> None:
+    """A factory may return the same agent for every item: each request still counts once
+    against the provider's requests per minute."""
+    starts: list[float] = []
+    agent = recording_factory(starts, 1)(BatchItem(id="x", prompt="go"))
+
+    def make(item: BatchItem) -> Agent:
+        agent.replace_messages([])
+        return agent
+
+    limits = {"faux": RateLimits(requests_per_minute=2)}
+    await run_batch(items(4), make, out=tmp_path / "r.jsonl", concurrency=1, rate_limits=limits)
+    assert starts == [0, 0, 60, 60]

@@ -202,19 +202,31 @@ class _Gates:
         return gate
 
 
-def _gated(gates: _Gates, inner: Any) -> Any:
-    async def stream(
-        model: Model, context: LlmContext, options: StreamOptions, emit: Emit
+class _Gated:
+    """A stream function whose requests pass their provider's gate first."""
+
+    def __init__(self, gates: _Gates, inner: Any) -> None:
+        self.gates = gates
+        self.inner = inner
+
+    async def __call__(
+        self, model: Model, context: LlmContext, options: StreamOptions, emit: Emit
     ) -> AssistantMessage:
-        gate = gates.get(model)
+        gate = self.gates.get(model)
         await gate.enter()
-        fn = inner or get_stream_fn(model.api)
+        fn = self.inner or get_stream_fn(model.api)
         reply: AssistantMessage = await fn(model, context, options, emit)
         if isinstance(reply, AssistantMessage):
             gate.ended(reply)
         return reply
 
-    return stream
+
+def _gated(gates: _Gates, inner: Any) -> Any:
+    """``inner`` behind the batch's gates, once: a factory that hands out the same agent
+    again (for another item, or a retry) does not put its requests through twice."""
+    if isinstance(inner, _Gated) and inner.gates is gates:
+        return inner
+    return _Gated(gates, inner)
 
 
 # --- results ---------------------------------------------------------------------------------
