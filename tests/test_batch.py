@@ -381,7 +381,7 @@ async def test_an_agent_handed_out_again_passes_the_gate_once_a_request(
     """A factory may return the same agent for every item: each request still counts once
     against the provider's requests per minute."""
     starts: list[float] = []
-    agent = recording_factory(starts, 1)(BatchItem(id="x", prompt="go"))
+    agent: Agent = recording_factory(starts, 1)(BatchItem(id="x", prompt="go"))
 
     def make(item: BatchItem) -> Agent:
         agent.replace_messages([])
