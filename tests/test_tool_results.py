@@ -650,18 +650,18 @@ async def test_abort_at_every_point_while_run_tool_calls_hooks_or_tool_wait(
     assert report.points > 10
 
 
-def test_durations_read_trios_clock_in_nanoseconds() -> None:
-    async def system() -> tuple[int, int]:
-        return _execution.timer()(), round(trio.current_time() * 1e9)
+def test_durations_read_the_runs_clock() -> None:
+    async def system() -> tuple[float, float]:
+        return _execution.timer()(), trio.current_time()
 
     read, current = trio.run(system)
-    assert 0 <= current - read < 1_000_000_000  # Trio's own clock, read through the run
+    assert 0 <= current - read < 1  # Trio's own clock, read through the run
 
-    async def virtual() -> int:
+    async def virtual() -> float:
         now = _execution.timer()
         started = now()
         await trio.sleep(2.5)
         return now() - started
 
     clock = trio.testing.MockClock(autojump_threshold=0)
-    assert trio.run(virtual, clock=clock) == 2_500_000_000
+    assert trio.run(virtual, clock=clock) == 2.5

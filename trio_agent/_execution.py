@@ -155,7 +155,7 @@ def _truncated_text(name: str) -> str:
 class CallState:
     """One call of a batch: how far it got, and its result once it has one."""
 
-    finished: int  # when execute ended, in the run's nanoseconds (see timer): set by _execute
+    finished: float  # when execute ended, on the run's clock (see timer): set by _execute
 
     __slots__ = (
         "accepting",
@@ -323,11 +323,10 @@ async def _ask_before(host: CallHost, batch: Batch, state: CallState) -> None:
         state.result = error_result(exception_text(exc))
 
 
-def timer() -> Callable[[], int]:
-    """The run's clock (its ``current_time``: monotonic, virtual under ``MockClock``) in
-    whole nanoseconds, for durations and the order of reports."""
-    current_time = trio.lowlevel.current_clock().current_time
-    return lambda: round(current_time() * 1e9)
+def timer() -> Callable[[], float]:
+    """The run's clock (its ``current_time``, in seconds: monotonic, virtual under
+    ``MockClock``), for durations and the order of reports."""
+    return trio.lowlevel.current_clock().current_time
 
 
 def _timeout_text(name: str, limit: float) -> str:
@@ -338,7 +337,7 @@ async def _execute(
     state: CallState,
     on_update: Callable[[ToolResult], None],
     default_limit: float | None,
-    now: Callable[[], int],
+    now: Callable[[], float],
 ) -> None:
     """Run a prepared call's tool; record its result (or its error) in ``state``.
 
@@ -386,7 +385,7 @@ async def _execute(
         # To the millisecond, as pi measures it: what JSON's durationMs holds, read back
         # equal. When it finished is kept for the report of a call that runs as a task.
         state.finished = finished = now()
-        state.duration = (finished - started + 500_000) // 1_000_000 / 1000
+        state.duration = round((finished - started) * 1000) / 1000
     state.result = result
     state.is_error = is_error
 
@@ -395,7 +394,7 @@ async def _execute_limited(
     state: CallState,
     on_update: Callable[[ToolResult], None],
     default_limit: float | None,
-    now: Callable[[], int],
+    now: Callable[[], float],
 ) -> None:
     """:func:`_execute` holding a slot of the tool's limiter. The call borrows on its own
     behalf (its ``CallState``), so one task may hold slots for several calls."""
@@ -430,7 +429,7 @@ class _Turns:
         state: CallState,
         on_update: Callable[[ToolResult], None],
         default_limit: float | None,
-        now: Callable[[], int],
+        now: Callable[[], float],
     ) -> None:
         gate = self._gates.get(state.index)
         if gate is not None:
@@ -494,12 +493,12 @@ def _update_event(state: CallState, partial: ToolResult) -> ToolExecutionUpdate:
 
 class _Report:
     """What a call running as a child task tells the loop task: an update, or (``update``
-    None) that it finished; ``time`` is when, on the run's clock (in nanoseconds, see
+    None) that it finished; ``time`` is when, on the run's clock (in seconds, see
     :func:`timer`)."""
 
     __slots__ = ("position", "state", "time", "update")
 
-    def __init__(self, time: int, state: CallState, update: ToolExecutionUpdate | None) -> None:
+    def __init__(self, time: float, state: CallState, update: ToolExecutionUpdate | None) -> None:
         self.time = time
         self.position = state.index  # the call's place in the batch
         self.state = state

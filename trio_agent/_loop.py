@@ -677,7 +677,7 @@ class Run:
             kept += [message for message in new if isinstance(message, _LLM_TYPES)]
             self._llm_seen = len(seen)
             if not self._llm_system:
-                self._llm_system = any(isinstance(message, SystemMessage) for message in new)
+                self._llm_system = SystemMessage in map(type, new)
             return Prefix(kept)
         else:
             messages = Prefix(self.messages)
