@@ -370,6 +370,30 @@ def read_results(path: str | os.PathLike[str]) -> dict[str, BatchResult]:
     return results
 
 
+def _finished(path: Path, resume: bool) -> tuple[set[str], int]:
+    """The ids that have a ``done`` or ``error`` line in ``path`` (a rerun skips them),
+    and the byte length of the file's whole lines. ``FileExistsError`` if the file holds
+    anything and ``resume`` is false; ``ValueError`` naming a line that is not a result.
+    """
+    lines, end = _read_lines(path)
+    finished: set[str] = set()
+    if not (lines or end):
+        return finished, end
+    if not resume:
+        raise FileExistsError(
+            f"{os.fspath(path)!r} already holds results; pass resume=True to skip them"
+        )
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                result = _parse(line)
+            except Exception as error:
+                raise ValueError(f"{os.fspath(path)!r}, line {number}: {error}") from None
+            if result.status != "aborted":
+                finished.add(result.id)
+    return finished, end
+
+
 class _Writer:
     """Appends result lines, one at a time, each flushed and fsync'd before the call
     returns (in a worker thread)."""
@@ -477,21 +501,7 @@ async def run_batch(
     if not (math.isfinite(max_pause) and max_pause >= 0):
         raise ValueError(f"max_pause must be finite and at least 0, not {max_pause!r}")
     gates = _Gates(rate_limits or {}, max_pause)
-    lines, end = await trio.to_thread.run_sync(_read_lines, path)
-    finished: set[str] = set()
-    if lines or end:
-        if not resume:
-            raise FileExistsError(
-                f"{os.fspath(path)!r} already holds results; pass resume=True to skip them"
-            )
-        for line in lines:
-            if line.strip():
-                try:
-                    result = _parse(line)
-                except Exception as error:
-                    raise ValueError(f"{os.fspath(path)!r}: {error}") from None
-                if result.status != "aborted":
-                    finished.add(result.id)
+    finished, end = await trio.to_thread.run_sync(_finished, path, resume)
     todo = [item for item in items if item.id not in finished]
     skipped = len(items) - len(todo)
 

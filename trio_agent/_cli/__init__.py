@@ -70,7 +70,7 @@ from .._tools import AgentTool
 
 if typing.TYPE_CHECKING:
     from ..mcp import McpServer
-from ..batch import read_results
+from ..batch import _finished
 from ..providers import anthropic, google, openai_chat, openai_responses
 from ..providers._common import HttpProvider
 from ._batch import FAUX, read_items, real_agent, run_items, scripted_agent, summary_line
@@ -771,18 +771,20 @@ def _batch_command(
         key = find_key(model, args.api_key_env)
         make = real_agent(model, system, api_key=key, thinking_level=args.thinking)
         provider = model.provider or model.api
-    if args.out.exists() and args.out.stat().st_size and not args.resume:
-        raise UsageError(f"--out {str(args.out)!r} holds results; add --resume to go on with it")
-    if args.resume and args.out.exists():
-        try:
-            read_results(args.out)  # a line that is not a result is named before anything runs
-        except ValueError as exc:
-            raise UsageError(f"--out: {exc}") from None
+    try:  # a line that is not a result is named before anything runs
+        finished, _ = _finished(args.out, args.resume)
+    except FileExistsError:
+        raise UsageError(
+            f"--out {str(args.out)!r} holds results; add --resume to go on with it"
+        ) from None
+    except ValueError as exc:
+        raise UsageError(f"--out: {exc}") from None
     summary = trio.run(
         functools.partial(
             run_items,
             items,
             make,
+            todo=sum(1 for item in items if item.id not in finished),
             out=args.out,
             provider=provider,
             concurrency=args.concurrency,

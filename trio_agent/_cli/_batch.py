@@ -22,7 +22,7 @@ from .._agent import Agent
 from .._json import from_json
 from .._messages import Usage
 from .._model import Model
-from ..batch import BatchItem, BatchResult, BatchSummary, RateLimits, read_results, run_batch
+from ..batch import BatchItem, BatchResult, BatchSummary, RateLimits, run_batch
 from ..providers import faux
 from ._cost import money
 
@@ -154,6 +154,7 @@ async def run_items(
     items: list[BatchItem],
     make_agent: Callable[[BatchItem], Agent],
     *,
+    todo: int,
     out: Path,
     provider: str,
     concurrency: int,
@@ -164,12 +165,6 @@ async def run_items(
     live: bool,
 ) -> BatchSummary:
     limits = {provider: RateLimits(requests_per_minute=rpm, tokens_per_minute=tpm)}
-    todo = len(items)
-    if resume:
-        finished = await trio.to_thread.run_sync(read_results, out)
-        todo -= sum(
-            1 for item in items if item.id in finished and finished[item.id].status != "aborted"
-        )
     progress = Progress(err, todo, concurrency, live)
     try:
         return await run_batch(
