@@ -21,6 +21,7 @@ What a rerun does, item by item:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -117,22 +118,20 @@ class RateLimits:
     )
 
 
-class _Gate:
-    """The shared state of one provider: the requests and tokens of the last minute,
-    and the pause a rate-limited reply asked for."""
+class _Window:
+    """One provider's traffic over the last minute, and the pause a rate-limited reply
+    asked for: plain state, read on whatever clock the caller passes as ``now``."""
 
     def __init__(self, limits: RateLimits, max_pause: float) -> None:
         self.limits = limits
         self.max_pause = max_pause
-        self.lock = trio.Lock()  # fair: requests start in the order they asked
         self.starts: deque[float] = deque()
         self.tokens: deque[tuple[float, int]] = deque()
         self.token_sum = 0
         self.paused_until = -math.inf
-        self.waited = 0.0
 
-    def _wait(self, now: float) -> float:
-        """Seconds until a request may start (0: now)."""
+    def wait(self, now: float) -> float:
+        """Seconds until a request may start (0 or less: now)."""
         wait = self.paused_until - now
         rpm = self.limits.requests_per_minute
         starts = self.starts
@@ -154,36 +153,61 @@ class _Gate:
                     break
         return wait
 
+    def start(self, now: float) -> None:
+        """Count a request that starts now."""
+        if self.limits.requests_per_minute is not None:
+            self.starts.append(now)
+
+    def ended(self, now: float, tokens: int, rate_limited: bool, retry_after: float | None) -> None:
+        """Count a reply's tokens, and pause the provider if it was rate-limited."""
+        if self.limits.tokens_per_minute is not None and tokens > 0:
+            self.tokens.append((now, tokens))
+            self.token_sum += tokens
+        if rate_limited:
+            pause = retry_after
+            if pause is None or not math.isfinite(pause) or pause < 0:
+                pause = _DEFAULT_PAUSE
+            self.paused_until = max(self.paused_until, now + min(pause, self.max_pause))
+
+
+def _rate_limited(reply: AssistantMessage) -> bool:
+    return reply.stop_reason == "error" and reply.error_kind == "rate_limit"
+
+
+class _Gate:
+    """A provider's window in this process, on the Trio clock; requests wait for it in
+    the order they asked."""
+
+    def __init__(self, limits: RateLimits, max_pause: float) -> None:
+        self.window = _Window(limits, max_pause)
+        self.lock = trio.Lock()  # fair: requests start in the order they asked
+        self.waited = 0.0
+
     async def enter(self) -> None:
         """Wait until a request may start, and count it. Cancellation: a checkpoint;
         a cancelled wait counts nothing."""
         async with self.lock:
             while True:
                 now = trio.current_time()
-                wait = self._wait(now)
+                wait = self.window.wait(now)
                 if wait <= 0:
                     break
                 try:
                     await trio.sleep_until(now + wait)
                 finally:  # what was waited, also by a wait cut short
                     self.waited += trio.current_time() - now
-            if self.limits.requests_per_minute is not None:
-                self.starts.append(trio.current_time())
+            self.window.start(trio.current_time())
 
     def ended(self, reply: AssistantMessage) -> None:
         """Count a reply's tokens, and pause the provider if it was rate-limited."""
-        now = trio.current_time()
-        if self.limits.tokens_per_minute is not None and reply.usage.total_tokens > 0:
-            self.tokens.append((now, reply.usage.total_tokens))
-            self.token_sum += reply.usage.total_tokens
-        if reply.stop_reason == "error" and reply.error_kind == "rate_limit":
-            pause = reply.retry_after
-            if pause is None or not math.isfinite(pause) or pause < 0:
-                pause = _DEFAULT_PAUSE
-            self.paused_until = max(self.paused_until, now + min(pause, self.max_pause))
+        self.window.ended(
+            trio.current_time(), reply.usage.total_tokens, _rate_limited(reply), reply.retry_after
+        )
 
 
 class _Gates:
+    """The gates of a batch, one per provider, made on first use."""
+
     def __init__(self, rate_limits: Mapping[str, RateLimits], max_pause: float) -> None:
         self.max_pause = max_pause
         for name, limits in rate_limits.items():
@@ -192,14 +216,19 @@ class _Gates:
         self.rate_limits = dict(rate_limits)
         self.by_provider: dict[str, _Gate] = {}
 
+    def new(self, key: str, limits: RateLimits) -> _Gate:
+        return _Gate(limits, self.max_pause)
+
     def get(self, model: Model) -> _Gate:
         key = model.provider or model.api
         gate = self.by_provider.get(key)
         if gate is None:
-            gate = self.by_provider[key] = _Gate(
-                self.rate_limits.get(key, RateLimits()), self.max_pause
-            )
+            gate = self.by_provider[key] = self.new(key, self.rate_limits.get(key, RateLimits()))
         return gate
+
+    def waited(self) -> float:
+        """Seconds the gates held requests back, summed over providers."""
+        return sum(gate.waited for gate in self.by_provider.values())
 
 
 class _Gated:
@@ -438,9 +467,179 @@ def _outcome(item: BatchItem, agent: Agent, start: int) -> BatchResult:
     )
 
 
+def _check_settings(concurrency: int, rate_limit_retries: int, max_pause: float) -> None:
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be an int of at least 1, not {concurrency!r}")
+    if (
+        isinstance(rate_limit_retries, bool)
+        or not isinstance(rate_limit_retries, int)
+        or rate_limit_retries < 0
+    ):
+        raise ValueError(
+            f"rate_limit_retries must be an int of at least 0, not {rate_limit_retries!r}"
+        )
+    if isinstance(max_pause, bool) or not isinstance(max_pause, int | float):
+        raise TypeError(f"max_pause must be a number of seconds, not {max_pause!r:.80}")
+    if not (math.isfinite(max_pause) and max_pause >= 0):
+        raise ValueError(f"max_pause must be finite and at least 0, not {max_pause!r}")
+
+
+def _check_items(items: Iterable[BatchItem]) -> list[BatchItem]:
+    checked = list(items)
+    seen: set[str] = set()
+    for item in checked:
+        if not isinstance(item, BatchItem):
+            raise TypeError(f"items must be BatchItem records, not {item!r:.80}")
+        if item.id in seen:
+            raise ValueError(f"item id {item.id!r} appears more than once in the batch")
+        seen.add(item.id)
+    return checked
+
+
+MakeAgent: TypeAlias = Callable[[BatchItem], "Agent | Awaitable[Agent]"]
+
+
+async def _run_item(
+    item: BatchItem,
+    make_agent: MakeAgent,
+    gates: _Gates,
+    rate_limit_retries: int,
+    record: Callable[[BatchResult], Awaitable[None]],
+) -> None:
+    """Run one item to its result, again after a rate-limited reply, and record the
+    result (shielded). Cancellation: the item's partial transcript is recorded as
+    ``aborted``, and the cancellation propagates."""
+    usage = Usage()
+    attempt = 0
+    while True:
+        attempt += 1
+        agent: Agent | None = None
+        start = 0
+        try:
+            made = make_agent(item)
+            agent = await made if not isinstance(made, Agent) else made
+            if not isinstance(agent, Agent):
+                raise TypeError(f"make_agent returned {agent!r:.80}, not an Agent")
+            agent._stream_fn = _gated(gates, agent._stream_fn)
+            if item.transcript is not None:
+                agent.replace_messages(item.transcript)
+                start = len(item.transcript)
+                await agent.continue_()
+            else:
+                start = len(agent.state.messages)
+                assert item.prompt is not None
+                await agent.prompt(item.prompt)
+        except Exception as error:
+            messages = () if agent is None else tuple(agent.state.messages)
+            usage = _add(usage, _usage_of(messages[start:]))
+            result = BatchResult(
+                id=item.id,
+                status="error",
+                messages=messages,
+                usage=usage,
+                error_kind="exception",
+                error=f"{type(error).__name__}: {error}",
+                attempts=attempt,
+            )
+        except BaseException:
+            if agent is not None:
+                result = _outcome(item, agent, start)
+                result = attrs.evolve(
+                    result, status="aborted", usage=_add(usage, result.usage), attempts=attempt
+                )
+            else:
+                result = BatchResult(id=item.id, status="aborted", attempts=attempt)
+            with trio.CancelScope(shield=True):
+                await record(result)
+            raise
+        else:
+            result = _outcome(item, agent, start)
+            result = attrs.evolve(result, usage=_add(usage, result.usage), attempts=attempt)
+            if result.error_kind == "rate_limit" and attempt <= rate_limit_retries:
+                usage = result.usage
+                continue
+        # however the run ended, its line is written whole (a cancellation arriving
+        # now is raised at the next checkpoint)
+        with trio.CancelScope(shield=True):
+            await record(result)
+        return
+
+
+async def _run_all(
+    items: Iterable[BatchItem],
+    concurrency: int,
+    run_item: Callable[[BatchItem], Awaitable[None]],
+) -> None:
+    """``run_item`` for every item, at most ``concurrency`` at once, each started in
+    the items' order once a slot is free (no task waits for a slot, however many the
+    items). One exception escapes, never a group."""
+    slots = trio.Semaphore(concurrency)
+
+    async def run(item: BatchItem) -> None:
+        try:
+            # an item whose slot came as the batch stopped does not start (nor get a line)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            await run_item(item)
+        finally:
+            slots.release()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for item in items:
+                await slots.acquire()
+                nursery.start_soon(run, item)
+    except BaseExceptionGroup as group:
+        raise one_exception(group) from None
+
+
+class _Counts:
+    """What a batch has recorded so far, for its summary."""
+
+    def __init__(self, skipped: int) -> None:
+        self.skipped = skipped
+        self.done = 0
+        self.aborted = 0
+        self.failed: dict[str, int] = {}
+        self.tokens = 0
+        self.cost = 0.0
+
+    def add(self, result: BatchResult) -> None:
+        self.count(result.status, result.error_kind, result.usage)
+
+    def count(self, status: Status, error_kind: str | None, usage: Usage) -> None:
+        self.tokens += usage.total_tokens
+        self.cost += usage.cost.total
+        if status == "done":
+            self.done += 1
+        elif status == "aborted":
+            self.aborted += 1
+        else:
+            kind = error_kind or "unknown"
+            self.failed[kind] = self.failed.get(kind, 0) + 1
+
+    def summary(self, rate_limit_wait: float) -> BatchSummary:
+        return BatchSummary(
+            done=self.done,
+            failed=self.failed,
+            skipped=self.skipped,
+            aborted=self.aborted,
+            tokens=self.tokens,
+            cost=self.cost,
+            rate_limit_wait=rate_limit_wait,
+        )
+
+
+def _open_results(path: Path, end: int) -> Any:
+    """``path`` opened to append, a last line cut short by a crash cut off (``end``:
+    the length of its whole lines)."""
+    file = open(path, "ab")  # noqa: SIM115  # the caller closes it
+    file.truncate(end)
+    return file
+
+
 async def run_batch(
     items: Iterable[BatchItem],
-    make_agent: Callable[[BatchItem], Agent | Awaitable[Agent]],
+    make_agent: MakeAgent,
     *,
     out: str | os.PathLike[str],
     concurrency: int = 16,
@@ -477,149 +676,35 @@ async def run_batch(
     (shielded) as ``aborted``, and the cancellation propagates; the file holds whole
     lines only.
     """
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an int of at least 1, not {concurrency!r}")
-    if (
-        isinstance(rate_limit_retries, bool)
-        or not isinstance(rate_limit_retries, int)
-        or rate_limit_retries < 0
-    ):
-        raise ValueError(
-            f"rate_limit_retries must be an int of at least 0, not {rate_limit_retries!r}"
-        )
-    items = list(items)
-    seen: set[str] = set()
-    for item in items:
-        if not isinstance(item, BatchItem):
-            raise TypeError(f"items must be BatchItem records, not {item!r:.80}")
-        if item.id in seen:
-            raise ValueError(f"item id {item.id!r} appears more than once in the batch")
-        seen.add(item.id)
+    _check_settings(concurrency, rate_limit_retries, max_pause)
+    items = _check_items(items)
     path = Path(out)
-    if isinstance(max_pause, bool) or not isinstance(max_pause, int | float):
-        raise TypeError(f"max_pause must be a number of seconds, not {max_pause!r:.80}")
-    if not (math.isfinite(max_pause) and max_pause >= 0):
-        raise ValueError(f"max_pause must be finite and at least 0, not {max_pause!r}")
     gates = _Gates(rate_limits or {}, max_pause)
     finished, end = await trio.to_thread.run_sync(_finished, path, resume)
     todo = [item for item in items if item.id not in finished]
-    skipped = len(items) - len(todo)
-
-    done = 0
-    aborted = 0
-    failed: dict[str, int] = {}
-    tokens = 0
-    cost = 0.0
-    slots = trio.Semaphore(concurrency)
-
-    def _open() -> Any:
-        file = open(path, "ab")  # noqa: SIM115  # closed below
-        file.truncate(end)  # a last line cut short by a crash goes
-        return file
-
-    file = await trio.to_thread.run_sync(_open)
+    counts = _Counts(skipped=len(items) - len(todo))
+    file = await trio.to_thread.run_sync(_open_results, path, end)
     writer = _Writer(file)
 
     async def record(result: BatchResult) -> None:
-        nonlocal done, aborted, tokens, cost
         await writer.write(result)
-        tokens += result.usage.total_tokens
-        cost += result.usage.cost.total
-        if result.status == "done":
-            done += 1
-        elif result.status == "aborted":
-            aborted += 1
-        else:
-            kind = result.error_kind or "unknown"
-            failed[kind] = failed.get(kind, 0) + 1
+        counts.add(result)
         if on_result is not None:
             on_result(result)
 
-    async def run_item(item: BatchItem) -> None:
-        try:
-            # an item whose slot came as the batch stopped does not start (nor get a line)
-            await trio.lowlevel.checkpoint_if_cancelled()
-            usage = Usage()
-            attempt = 0
-            while True:
-                attempt += 1
-                agent: Agent | None = None
-                start = 0
-                try:
-                    made = make_agent(item)
-                    agent = await made if not isinstance(made, Agent) else made
-                    if not isinstance(agent, Agent):
-                        raise TypeError(f"make_agent returned {agent!r:.80}, not an Agent")
-                    agent._stream_fn = _gated(gates, agent._stream_fn)
-                    if item.transcript is not None:
-                        agent.replace_messages(item.transcript)
-                        start = len(item.transcript)
-                        await agent.continue_()
-                    else:
-                        start = len(agent.state.messages)
-                        assert item.prompt is not None
-                        await agent.prompt(item.prompt)
-                except Exception as error:
-                    messages = () if agent is None else tuple(agent.state.messages)
-                    usage = _add(usage, _usage_of(messages[start:]))
-                    result = BatchResult(
-                        id=item.id,
-                        status="error",
-                        messages=messages,
-                        usage=usage,
-                        error_kind="exception",
-                        error=f"{type(error).__name__}: {error}",
-                        attempts=attempt,
-                    )
-                except BaseException:
-                    if agent is not None:
-                        result = _outcome(item, agent, start)
-                        result = attrs.evolve(
-                            result,
-                            status="aborted",
-                            usage=_add(usage, result.usage),
-                            attempts=attempt,
-                        )
-                    else:
-                        result = BatchResult(id=item.id, status="aborted", attempts=attempt)
-                    with trio.CancelScope(shield=True):
-                        await record(result)
-                    raise
-                else:
-                    result = _outcome(item, agent, start)
-                    result = attrs.evolve(result, usage=_add(usage, result.usage), attempts=attempt)
-                    if result.error_kind == "rate_limit" and attempt <= rate_limit_retries:
-                        usage = result.usage
-                        continue
-                # however the run ended, its line is written whole (a cancellation
-                # arriving now is raised at the next checkpoint)
-                with trio.CancelScope(shield=True):
-                    await record(result)
-                return
-        finally:
-            slots.release()
-
-    escaped: BaseException | None = None
     try:
-        async with trio.open_nursery() as nursery:
-            # items start in their order, each once a slot is free: no task waits for
-            # a slot, however long the batch
-            for item in todo:
-                await slots.acquire()
-                nursery.start_soon(run_item, item)
-    except BaseExceptionGroup as group:
-        escaped = one_exception(group)  # one exception escapes, never a group
+        await _run_all(
+            todo,
+            concurrency,
+            functools.partial(
+                _run_item,
+                make_agent=make_agent,
+                gates=gates,
+                rate_limit_retries=rate_limit_retries,
+                record=record,
+            ),
+        )
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(file.close)
-    if escaped is not None:
-        raise escaped
-    return BatchSummary(
-        done=done,
-        failed=failed,
-        skipped=skipped,
-        aborted=aborted,
-        tokens=tokens,
-        cost=cost,
-        rate_limit_wait=sum(gate.waited for gate in gates.by_provider.values()),
-    )
+    return counts.summary(gates.waited())
