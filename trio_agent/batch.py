@@ -437,7 +437,10 @@ class _Writer:
         os.fsync(self.file.fileno())
 
     async def write(self, result: BatchResult) -> None:
-        data = _line(result)
+        await self.write_line(_line(result))
+
+    async def write_line(self, data: bytes) -> None:
+        """Append whole lines (``_line``'s bytes), with one fsync."""
         async with self.lock:
             await trio.to_thread.run_sync(self._write, data)
 

@@ -1,0 +1,419 @@
+"""A batch on a Ray cluster (``pip install 'trio_agent[ray]'``).
+
+:func:`run_ray_batch` runs the same batch as :func:`trio_agent.batch.run_batch` on the
+workers of a Ray cluster: the items are cut into chunks, each chunk is a Ray task that
+runs one ``trio.run`` holding up to ``concurrency`` agents, and each result comes back
+to the calling process as soon as it is known, which appends it to the same results
+file by the same rules (flushed and fsync'd, one line per item, ``resume=True`` skips
+what is there). A Ray actor keeps the providers' rate limits for the whole cluster.
+
+What a lost worker costs: the items of its chunk whose results had not reached the
+calling process go back into the queue, together, and run on another worker from the
+start; those whose results had are not run again. An item lost a second time runs
+alone, so that an item that kills its worker fails by itself: lost more than
+``worker_retries`` times, it is recorded as failed with ``error_kind="worker_lost"``.
+
+Call ``ray.init()`` first: with no address it starts a local Ray runtime on this
+machine; ``ray.init(address="auto")`` joins a running cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import ray
+import ray.exceptions
+import trio
+
+from ._messages import AssistantMessage, Usage
+from .batch import (
+    BatchItem,
+    BatchResult,
+    BatchSummary,
+    MakeAgent,
+    RateLimits,
+    Status,
+    _check_items,
+    _check_settings,
+    _Counts,
+    _finished,
+    _Gate,
+    _Gates,
+    _line,
+    _open_results,
+    _parse,
+    _rate_limited,
+    _run_all,
+    _run_item,
+    _Window,
+    _Writer,
+)
+
+__all__ = ["run_ray_batch"]
+
+_POLL: Final = 0.5
+"""Seconds a worker goes on a provider's last known pause before asking the cluster's
+actor again, for a provider with no limits of its own."""
+
+
+# --- the cluster's rate limits ---------------------------------------------------------------
+
+
+class _Limiter:
+    """The providers' windows for the whole cluster, kept by one Ray actor on its own
+    (monotonic) clock."""
+
+    def __init__(self, rate_limits: Mapping[str, RateLimits], max_pause: float) -> None:
+        self.rate_limits = dict(rate_limits)
+        self.max_pause = max_pause
+        self.windows: dict[str, _Window] = {}
+
+    def _window(self, key: str) -> _Window:
+        window = self.windows.get(key)
+        if window is None:
+            limits = self.rate_limits.get(key, RateLimits())
+            window = self.windows[key] = _Window(limits, self.max_pause)
+        return window
+
+    def start(self, key: str) -> float:
+        """Seconds until a request to ``key`` may start; 0 or less: it starts now, and
+        is counted."""
+        now = time.monotonic()
+        window = self._window(key)
+        wait = window.wait(now)
+        if wait <= 0:
+            window.start(now)
+        return wait
+
+    def ended(self, key: str, tokens: int, rate_limited: bool, retry_after: float | None) -> None:
+        self._window(key).ended(time.monotonic(), tokens, rate_limited, retry_after)
+
+
+_LimiterActor: Any = ray.remote(num_cpus=0)(_Limiter)
+
+
+async def _ask(method: Any, *args: Any) -> Any:
+    ref = method.remote(*args)
+    return await trio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
+
+
+class _SharedGate(_Gate):
+    """A provider's gate in one worker, in step with the cluster's actor.
+
+    A provider with limits asks the actor before each request (the actor counts it).
+    One without asks at most every ``_POLL`` seconds, only to learn of a pause another
+    worker's rate-limited reply started; in between it goes on what it last heard.
+    A rate-limited reply pauses this worker at once and tells the actor.
+    """
+
+    def __init__(self, limits: RateLimits, max_pause: float, limiter: Any, key: str) -> None:
+        super().__init__(limits, max_pause)
+        self.limiter = limiter
+        self.key = key
+        self.limited = limits != RateLimits()
+        self.asked = -math.inf
+
+    async def enter(self) -> None:
+        async with self.lock:
+            while True:
+                now = trio.current_time()
+                if self.limited or now - self.asked >= _POLL:
+                    wait = await _ask(self.limiter.start, self.key)
+                    self.asked = trio.current_time()
+                    window = self.window
+                    window.paused_until = max(window.paused_until, self.asked + wait)
+                else:
+                    wait = self.window.wait(now)
+                if wait <= 0:
+                    return
+                try:
+                    await trio.sleep(wait)
+                finally:  # what was waited, also by a wait cut short
+                    self.waited += trio.current_time() - now
+
+    def ended(self, reply: AssistantMessage) -> None:
+        super().ended(reply)  # this worker's own pause
+        if self.limited or _rate_limited(reply):
+            self.limiter.ended.remote(
+                self.key, reply.usage.total_tokens, _rate_limited(reply), reply.retry_after
+            )
+
+
+class _SharedGates(_Gates):
+    def __init__(
+        self, rate_limits: Mapping[str, RateLimits], max_pause: float, limiter: Any
+    ) -> None:
+        super().__init__(rate_limits, max_pause)
+        self.limiter = limiter
+
+    def new(self, key: str, limits: RateLimits) -> _Gate:
+        return _SharedGate(limits, self.max_pause, self.limiter, key)
+
+
+# --- a worker: one chunk in one trio.run ----------------------------------------------------
+
+
+@attrs.frozen
+class _Settings:
+    concurrency: int
+    rate_limits: Mapping[str, RateLimits]
+    rate_limit_retries: int
+    max_pause: float
+
+
+@attrs.frozen
+class _Done:
+    """One item's result, as a worker sends it: its line, and what the summary counts."""
+
+    id: str
+    status: Status
+    error_kind: str | None
+    usage: Usage
+    line: bytes
+
+
+@attrs.frozen
+class _Waited:
+    seconds: float
+
+
+_END: Final = object()
+
+
+async def _chunk(
+    items: list[BatchItem],
+    make_agent: MakeAgent,
+    limiter: Any,
+    settings: _Settings,
+    send: Callable[[object], None],
+) -> None:
+    gates = _SharedGates(settings.rate_limits, settings.max_pause, limiter)
+
+    async def record(result: BatchResult) -> None:
+        send(_Done(result.id, result.status, result.error_kind, result.usage, _line(result)))
+
+    async def run_item(item: BatchItem) -> None:
+        await _run_item(item, make_agent, gates, settings.rate_limit_retries, record)
+
+    await _run_all(items, settings.concurrency, run_item)
+    send(_Waited(gates.waited()))
+
+
+def _work(
+    items: list[BatchItem], make_agent: MakeAgent, limiter: Any, settings: _Settings
+) -> Iterator[object]:
+    """A Ray task: the chunk's items in one ``trio.run`` (on a thread of its own), each
+    result yielded as it is known."""
+    results: queue.SimpleQueue[object] = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            trio.run(_chunk, items, make_agent, limiter, settings, results.put)
+        except BaseException as error:  # noqa: ASYNC103  # raised by the task's thread, below
+            results.put(error)
+        else:
+            results.put(_END)
+
+    threading.Thread(target=run, name="trio_agent batch", daemon=True).start()
+    while True:
+        # what is ready goes in one message: the driver writes it with one fsync
+        ready = [results.get()]
+        while True:
+            try:
+                ready.append(results.get_nowait())
+            except queue.Empty:
+                break
+        done = [got for got in ready if isinstance(got, _Done | _Waited)]
+        if done:
+            yield done
+        for got in ready:
+            if got is _END:
+                return
+            if isinstance(got, BaseException):
+                raise got
+
+
+_work_remote: Any = ray.remote(num_cpus=1, max_retries=0)(_work)
+
+
+# --- the driver ------------------------------------------------------------------------------
+
+
+def _check_count(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an int of at least {least}, not {value!r:.80}")
+
+
+async def run_ray_batch(
+    items: Iterable[BatchItem],
+    make_agent: MakeAgent,
+    *,
+    out: str | os.PathLike[str],
+    workers: int = 2,
+    concurrency: int = 16,
+    chunk_size: int | None = None,
+    rate_limits: Mapping[str, RateLimits] | None = None,
+    rate_limit_retries: int = 5,
+    max_pause: float = 300.0,
+    worker_retries: int = 2,
+    resume: bool = False,
+    on_result: Callable[[BatchResult], None] | None = None,
+) -> BatchSummary:
+    """:func:`~trio_agent.batch.run_batch` on a Ray cluster: the same items, factory,
+    results file, resume rule and summary.
+
+    At most ``workers`` Ray tasks run at once (one CPU each), each holding up to
+    ``concurrency`` agents of a chunk of ``chunk_size`` items (default: a quarter of a
+    worker's share, at least ``concurrency``). ``make_agent`` is sent to the workers
+    with Ray's pickling (cloudpickle): a closure or lambda works, and what it holds
+    (an open connection pool, say) must be made on the worker, inside the factory.
+
+    ``rate_limits`` hold for the whole cluster: an actor keeps each provider's window.
+    A provider named in ``rate_limits`` asks the actor before every request; any other
+    provider learns of a pause (a reply with ``error_kind="rate_limit"``) at most
+    ``0.5`` seconds late on other workers. ``worker_retries``: how many times an item
+    whose worker was lost runs again elsewhere (the second time alone) before it is
+    recorded as failed (``error_kind="worker_lost"``); see the module's docs.
+
+    Raises ``RuntimeError`` if Ray is not initialized (``ray.init()``), and what
+    ``run_batch`` raises for bad arguments and results files. ``on_result`` is called
+    with each result, read back from its line, after the line is written.
+
+    Cancellation stops every worker task at once (``ray.cancel(force=True)``): the
+    items running there have no line, as after ``kill -9``, and run again on a rerun
+    with ``resume=True``; the file holds whole lines only.
+    """
+    _check_settings(concurrency, rate_limit_retries, max_pause)
+    _check_count("workers", workers, 1)
+    _check_count("worker_retries", worker_retries, 0)
+    if chunk_size is not None:
+        _check_count("chunk_size", chunk_size, 1)
+    items = _check_items(items)
+    limits = dict(rate_limits or {})
+    _Gates(limits, max_pause)  # checks the limits
+    if not ray.is_initialized():
+        raise RuntimeError(
+            "run_ray_batch needs Ray: call ray.init() first (with no address it starts "
+            "a local runtime; address='auto' joins a running cluster)"
+        )
+    path = Path(out)
+    finished, end = await trio.to_thread.run_sync(_finished, path, resume)
+    todo = [item for item in items if item.id not in finished]
+    counts = _Counts(skipped=len(items) - len(todo))
+    size = chunk_size or max(concurrency, math.ceil(len(todo) / (4 * workers)))
+    chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
+    send, receive = trio.open_memory_channel[list[BatchItem]](math.inf)
+    for chunk in chunks:
+        send.send_nowait(chunk)
+    pending = len(chunks)
+    if not pending:
+        send.close()
+    lost: dict[str, int] = {}
+    waited = 0.0
+
+    limiter = _LimiterActor.remote(limits, max_pause)
+    agent_ref = ray.put(make_agent)
+    settings = _Settings(concurrency, limits, rate_limit_retries, max_pause)
+    file = await trio.to_thread.run_sync(_open_results, path, end)
+    writer = _Writer(file)
+
+    async def record(results: list[_Done]) -> None:
+        await writer.write_line(b"".join(done.line for done in results))
+        for done in results:
+            counts.count(done.status, done.error_kind, done.usage)
+            if on_result is not None:
+                on_result(_parse(done.line))
+
+    async def take(got: list[_Done | _Waited], seen: set[str]) -> None:
+        nonlocal waited
+        results = [done for done in got if isinstance(done, _Done)]
+        seen.update(done.id for done in results)
+        waited += sum(wait.seconds for wait in got if isinstance(wait, _Waited))
+        if results:
+            await record(results)
+
+    def drain(stream: Any, seen: set[str]) -> None:
+        for ref in stream:
+            trio.from_thread.run(take, ray.get(ref), seen)
+
+    async def run_chunk(chunk: list[BatchItem]) -> None:
+        nonlocal pending
+        stream = _work_remote.remote(chunk, agent_ref, limiter, settings)
+        seen: set[str] = set()
+        ended = False
+
+        async def stop_on_cancel() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                if not ended:  # the batch is stopping: the task goes at once
+                    ray.cancel(stream, force=True)
+
+        lost_worker: ray.exceptions.RayError | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stop_on_cancel)
+            try:
+                # not abandoned on cancellation: no result arrives after the file closes
+                await trio.to_thread.run_sync(drain, stream, seen)
+            except ray.exceptions.RayError as error:
+                lost_worker = error
+            finally:
+                ended = True
+                nursery.cancel_scope.cancel()
+        if lost_worker is not None:
+            again: list[BatchItem] = []
+            for item in chunk:
+                if item.id in seen:
+                    continue
+                lost[item.id] = lost.get(item.id, 0) + 1
+                if lost[item.id] == 1:
+                    again.append(item)
+                    continue
+                if lost[item.id] <= worker_retries:
+                    # lost again: alone, so that an item that kills its worker fails by itself
+                    send.send_nowait([item])
+                    pending += 1
+                    continue
+                result = BatchResult(
+                    id=item.id,
+                    status="error",
+                    error_kind="worker_lost",
+                    error=f"{type(lost_worker).__name__}: {str(lost_worker)[:500]}",
+                    attempts=lost[item.id],
+                )
+                with trio.CancelScope(shield=True):
+                    await record(
+                        [_Done(item.id, "error", "worker_lost", result.usage, _line(result))]
+                    )
+            if again:
+                send.send_nowait(again)
+                pending += 1
+        pending -= 1
+        if not pending:
+            send.close()
+
+    async def worker() -> None:
+        async for chunk in receive:
+            await run_chunk(chunk)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(min(workers, max(pending, 1))):
+                nursery.start_soon(worker)
+    except BaseExceptionGroup as group:
+        from ._errors import one_exception
+
+        raise one_exception(group) from None
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(file.close)
+        ray.kill(limiter)
+    return counts.summary(waited)
