@@ -37,7 +37,15 @@ def _blocks(page: Path) -> list[tuple[str, str | None]]:
 
 
 BLOCKS = [
-    pytest.param(page, index, code, output, id=f"{page.relative_to(ROOT)}#{index}")
+    pytest.param(
+        page,
+        index,
+        code,
+        output,
+        id=f"{page.relative_to(ROOT)}#{index}",
+        # an example that starts a Ray runtime runs with the Ray suite (pytest -m ray)
+        marks=[pytest.mark.ray] if "ray.init(" in code else [],
+    )
     for page in PAGES
     for index, (code, output) in enumerate(_blocks(page))
 ]
@@ -118,6 +126,7 @@ def _required_names() -> dict[str, set[str]]:
         "trio_agent.testing.strategies",
         "trio_agent.testing.pytest_plugin",
         "trio_agent.batch",
+        "trio_agent.ray",
     ):
         required[name] = set(importlib.import_module(name).__all__)
     for module in PROVIDER_MODULES:
