@@ -33,6 +33,9 @@ their floors are:
   server that follows each service's documented prompt cache,
   :mod:`benchmarks.billing`; beside pi-ai 1.6.0 on the same server, and the
   floor: every turn reading the whole earlier prompt from the cache).
+- :mod:`benchmarks.ray_batch`: B12r (a batch of 10,000 scripted items on a
+  local Ray runtime with 1 and 2 workers, beside ``run_batch`` in one process;
+  run only when named, with the ``ray`` extra).
 - :mod:`benchmarks._common`: what they share (timing, sampling in turn, the
   figure record, the floors of several families).
 
@@ -64,6 +67,7 @@ from benchmarks.concurrency import bench_b6, bench_b7
 from benchmarks.cost import bench_b11
 from benchmarks.loop import bench_b1, bench_b1a, bench_b2, bench_b5
 from benchmarks.pool import bench_b9, bench_b10, bench_b10x
+from benchmarks.ray_batch import bench_b12r
 from benchmarks.streaming import bench_b3, bench_b4, bench_b8
 
 BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
@@ -88,11 +92,12 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
         bench_b11,
         1,
     ),
+    "B12r": ("a batch of 10,000 scripted items on a local Ray runtime, 2 workers", bench_b12r, 3),
 }
 
 
-# Figures run only when named: B10x takes about 25 minutes.
-_ONLY_BY_NAME = frozenset({"B10x"})
+# Figures run only when named: B10x takes about 25 minutes; B12r needs Ray.
+_ONLY_BY_NAME = frozenset({"B10x", "B12r"})
 
 
 def _format(value: float, unit: str) -> str:
