@@ -264,3 +264,13 @@ async def test_cancelling_stops_the_workers_and_leaves_whole_lines(tmp_path: Pat
     assert summary.skipped == len(records)
     assert summary.done == 3000 - len(records)
     assert Counter(record["id"] for record in lines(out)) == Counter(i.id for i in batch)
+
+
+async def test_more_workers_than_trio_has_threads_by_default(tmp_path: Path) -> None:
+    # 45 chunks waiting on Ray at once (the runtime runs 2 at a time): the driver's
+    # threads that wait for them do not take the threads the results file needs
+    out = tmp_path / "results.jsonl"
+    with trio.fail_after(90):
+        summary = await run_ray_batch(items(90), answering, out=out, workers=45, chunk_size=2)
+    assert summary.done == 90
+    assert len(lines(out)) == 90

@@ -324,6 +324,7 @@ async def run_ray_batch(
     settings = _Settings(concurrency, limits, rate_limit_retries, max_pause)
     file = await trio.to_thread.run_sync(_open_results, path, end)
     writer = _Writer(file)
+    draining = trio.CapacityLimiter(workers)
 
     async def record(results: list[_Done]) -> None:
         await writer.write_line(b"".join(done.line for done in results))
@@ -338,7 +339,9 @@ async def run_ray_batch(
         seen.update(done.id for done in results)
         waited += sum(wait.seconds for wait in got if isinstance(wait, _Waited))
         if results:
-            await record(results)
+            # what arrived is written whole, even as the batch stops
+            with trio.CancelScope(shield=True):
+                await record(results)
 
     def drain(stream: Any, seen: set[str]) -> None:
         for ref in stream:
@@ -361,8 +364,9 @@ async def run_ray_batch(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_on_cancel)
             try:
-                # not abandoned on cancellation: no result arrives after the file closes
-                await trio.to_thread.run_sync(drain, stream, seen)
+                # not abandoned on cancellation: no result arrives after the file closes;
+                # their own threads, so that the writer always has one
+                await trio.to_thread.run_sync(drain, stream, seen, limiter=draining)
             except ray.exceptions.RayError as error:
                 lost_worker = error
             finally:
