@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
 from tests.test_cli import FakeTerminal, run_main
+from trio_agent import Agent, AssistantMessage, Cost, Usage
 from trio_agent._cli import main
-from trio_agent.batch import read_results
+from trio_agent._cli._batch import run_items
+from trio_agent.batch import BatchItem, read_results
+from trio_agent.providers import faux
 
 
 def write_items(path: Path, *lines: object) -> Path:
@@ -50,17 +59,145 @@ def test_a_rerun_needs_resume_and_then_skips_what_is_done(tmp_path: Path) -> Non
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a", "c"]
 
 
-def test_progress_is_drawn_on_a_terminal(tmp_path: Path) -> None:
-    items = write_items(
-        tmp_path / "items.jsonl", *({"id": n, "prompt": f"q {n}"} for n in range(3))
-    )
+CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""A terminal's control sequence: colour, a cursor moved or hidden, a line erased."""
+
+ITEMS = [{"id": n, "prompt": f"q {n}"} for n in range(3)]
+FINISHED = [  # a transcript that ends on a reply: nothing to continue, the item fails
+    {"role": "user", "content": "hi", "timestamp": 1},
+    {
+        "role": "assistant",
+        "content": [],
+        "api": "faux",
+        "provider": "faux",
+        "model": "m",
+        "usage": {},
+        "stopReason": "stop",
+        "timestamp": 2,
+    },
+]
+
+
+def without_rich(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make rich impossible to import (as when the ``progress`` extra is not installed)."""
+    for name in [name for name in sys.modules if name == "rich" or name.startswith("rich.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "rich", None)
+    monkeypatch.delitem(sys.modules, "trio_agent._cli._bar", raising=False)
+
+
+def last_frame(shown: str) -> list[str]:
+    """The lines of the last thing drawn in place on a terminal, and what follows it."""
+    return CSI.sub("", shown).rsplit("\r", 1)[-1].splitlines()
+
+
+def test_the_bar_is_drawn_with_rich_on_a_terminal_and_ends_on_the_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")
+    items = write_items(tmp_path / "items.jsonl", *ITEMS, {"id": "bad", "messages": FINISHED})
     out, err = io.StringIO(), FakeTerminal()
     argv = ["batch", str(items), "--model", "faux:echo", "--out", str(tmp_path / "r.jsonl")]
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    assert main(argv, stdout=out, stderr=err, clock=clock) == 0
+    assert main(argv, stdout=out, stderr=err, clock=trio.testing.MockClock()) == 1
     shown = err.getvalue()
-    assert "\r\x1b[K3/3 (3 done, 0 running, 0 failed) 24 tokens $0.0000" in shown
-    assert "batch: 3 done" in shown
+    assert "\x1b[?25l" in shown  # the cursor hidden while the bar is drawn ...
+    assert "\x1b[?25h" in shown  # ... and shown again
+    bar, figures, summary = last_frame(shown)
+    assert re.fullmatch(r"✓ batch ━+ 4/4 100% 0:00:00", bar), bar
+    # the clock did not move: no rate yet, and nothing left to wait for
+    assert figures == "  3 done · 0 running · 1 failed · 24 tokens · $0.0000 · 0.0/s · 0:00:00 left"
+    assert summary == "batch: 3 done, 1 failed (1 exception); 24 tokens, $0.0000"
+    assert out.getvalue() == ""
+
+
+def test_without_rich_the_plain_line_is_drawn_and_ends_on_the_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without_rich(monkeypatch)
+    items = write_items(tmp_path / "items.jsonl", *ITEMS, {"id": "bad", "messages": FINISHED})
+    out, err = io.StringIO(), FakeTerminal()
+    argv = ["batch", str(items), "--model", "faux:echo", "--out", str(tmp_path / "r.jsonl")]
+    assert main(argv, stdout=out, stderr=err, clock=trio.testing.MockClock()) == 1
+    shown = err.getvalue()
+    assert "\r\x1b[K4/4 (3 done, 0 running, 1 failed) 24 tokens $0.0000 0.0/s left 0s" in shown
+    summary = "\rbatch: 3 done, 1 failed (1 exception); 24 tokens, $0.0000\n"
+    assert CSI.sub("", shown).endswith(summary)  # the line erased, then the summary
+    assert "━" not in shown
+    assert "trio_agent._cli._bar" not in sys.modules
+
+
+def test_off_a_terminal_only_the_summary_is_printed(tmp_path: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl", *ITEMS)
+    result = run_main(["batch", str(items), "--model", "faux:echo", "--out", str(tmp_path / "r")])
+    assert result.code == 0, result
+    assert result.err == "batch: 3 done, 0 failed; 24 tokens, $0.0000\n"  # no bar, no escapes
+
+
+def holding(release: trio.Event, entered: list[str]) -> Callable[[BatchItem], Agent]:
+    """A factory whose agents answer once ``release`` is set (their item's prompt in
+    ``entered`` as their request starts), each reply 10 tokens and $0.01."""
+
+    async def held(model: Any, context: Any, options: Any, emit: Any) -> AssistantMessage:
+        entered.append(context.messages[-1].content[0].text)
+        await release.wait()
+        reply: AssistantMessage = await faux.stream(model, context, options, emit)
+        return reply
+
+    def make(item: BatchItem) -> Agent:
+        usage = Usage(input=6, output=4, total_tokens=10, cost=Cost(total=0.01))
+        return Agent(faux.model([faux.reply("ok", usage=usage)]), stream_fn=held)
+
+    return make
+
+
+@pytest.mark.parametrize("rich", [True, False])
+async def test_the_progress_counts_what_runs_exactly_and_the_rate_and_time_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mock_clock: trio.testing.MockClock, rich: bool
+) -> None:
+    """Three items, two at once, held until released: both are counted running (not
+    guessed from the concurrency), the third waiting is not; the time passes on the
+    display; at the end the rate and the counts are those of the batch. The clock moves
+    only when told (the results' writes run in threads, which an autojump would race)."""
+    monkeypatch.setenv("COLUMNS", "160")
+    if not rich:
+        without_rich(monkeypatch)
+    release, entered = trio.Event(), list[str]()
+    err = FakeTerminal()
+    items = [BatchItem(id=f"i{n}", prompt=f"i{n}") for n in range(3)]
+    go = functools.partial(
+        run_items,
+        items,
+        holding(release, entered),
+        todo=3,
+        out=tmp_path / "r.jsonl",
+        provider="faux",
+        concurrency=2,
+        rpm=None,
+        tpm=None,
+        resume=False,
+        err=err,
+        live=True,
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(go)
+        while len(entered) < 2:  # the results file is opened in a thread first
+            await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(10)
+        await trio.testing.wait_all_tasks_blocked()  # the display is drawn as time passes
+        held = CSI.sub("", err.getvalue())
+        release.set()
+    assert entered == ["i0", "i1", "i2"]
+    if rich:
+        assert "batch ━━━━" in held
+        assert " 0/3   0% 0:00:10\n  0 done · 2 running · 0 failed · 0 tokens · $0.0000 · " in held
+        bar, figures = last_frame(err.getvalue())
+        assert re.fullmatch(r"✓ batch ━+ 3/3 100% 0:00:10", bar), bar
+        done = "  3 done · 0 running · 0 failed · 30 tokens · $0.0300 · 0.3/s · 0:00:00 left"
+        assert figures == done
+    else:
+        assert "\r0/3 (0 done, 2 running, 0 failed) 0 tokens $0.0000 0.0/s left ?" in held
+        final = CSI.sub("", err.getvalue()).split("\r")[-2]
+        assert final == "3/3 (3 done, 0 running, 0 failed) 30 tokens $0.0300 0.3/s left 0s"
 
 
 def test_a_failed_item_is_exit_code_1(tmp_path: Path) -> None:
