@@ -15,12 +15,16 @@ import pytest
 import trio
 import trio.testing
 
-from tests.test_cli import FakeTerminal, run_main
+from tests._providers import fixture
+from tests.test_cli import FakeTerminal, keyed, model_options, run_main
+from tests.test_cli_pty import CTRL_C, on_a_terminal
+from tests.test_provider_matrix import APIS, event_end
 from trio_agent import Agent, AssistantMessage, Cost, Usage
 from trio_agent._cli import main
 from trio_agent._cli._batch import run_items
 from trio_agent.batch import BatchItem, read_results
 from trio_agent.providers import faux
+from trio_agent.testing import ScriptedResponse, open_sse_server
 
 
 def write_items(path: Path, *lines: object) -> Path:
@@ -254,3 +258,66 @@ def test_a_repeated_id_and_a_bad_results_line_are_usage_errors(tmp_path: Path) -
     assert result.code == 2, result
     assert "--out: " in result.err
     assert "Traceback" not in result.err
+
+
+async def test_ctrl_c_exits_130_keeps_whole_lines_and_a_resumed_batch_finishes_each_item_once(
+    tmp_path: Path,
+) -> None:
+    """On a pseudo-terminal, as at a keyboard: four items one at a time on a real provider
+    over loopback; the third's reply stalls; Ctrl-C once the bar shows two done and one
+    running. Exit 130, the file holds whole lines (two done, the third aborted), and a
+    rerun with --resume runs the third and the fourth: every id done exactly once."""
+    (api,) = [a for a in APIS if a.name == "anthropic"]
+    body = fixture(api.name, "text.sse")
+    stalled = ScriptedResponse(body=body, stall_after=event_end(body, api.first_text))
+    items = write_items(
+        tmp_path / "items.jsonl", *({"id": f"q{n}", "prompt": f"question {n}"} for n in range(4))
+    )
+    out = tmp_path / "results.jsonl"
+    with trio.fail_after(60):
+        async with open_sse_server(
+            ScriptedResponse(body=body), ScriptedResponse(body=body), stalled
+        ) as server:
+            argv = [
+                "batch",
+                str(items),
+                "--out",
+                str(out),
+                "--concurrency",
+                "1",
+                *model_options(api, server.url, key=True),
+            ]
+            async with on_a_terminal(argv, tmp_path, keyed(api)) as terminal:
+                await terminal.expect("2 done · 1 running · 0 failed")
+                await terminal.type(CTRL_C)
+                assert await terminal.exit_code() == 130
+            assert "interrupted" in terminal.shown
+            assert "Traceback" not in terminal.shown
+        written = out.read_bytes()
+        assert written.endswith(b"\n")
+        first = [json.loads(line) for line in written.splitlines()]  # every line whole
+        assert [(r["id"], r["status"]) for r in first] == [
+            ("q0", "done"),
+            ("q1", "done"),
+            ("q2", "aborted"),
+        ]
+        async with open_sse_server(
+            ScriptedResponse(body=body), ScriptedResponse(body=body)
+        ) as server:
+            options = model_options(api, server.url, key=True)
+            argv = [*argv[: -len(options)], *options, "--resume"]
+            again = await trio.run_process(
+                [sys.executable, "-m", "trio_agent", *argv],
+                cwd=tmp_path,
+                env=keyed(api),
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+    assert again.returncode == 0, again.stderr
+    assert "2 done, 0 failed, 2 skipped (already in the file)" in again.stderr.decode()
+    records = [json.loads(line) for line in out.read_bytes().splitlines()]
+    assert records[:3] == first  # what was there stays as it was
+    done = [r["id"] for r in records if r["status"] == "done"]
+    assert sorted(done) == ["q0", "q1", "q2", "q3"]  # each exactly once
+    assert read_results(out)["q2"].messages[-1].text == api.text  # type: ignore[union-attr]
