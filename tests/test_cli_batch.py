@@ -7,6 +7,7 @@ import io
 import json
 import re
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,20 @@ def test_the_bar_is_drawn_with_rich_on_a_terminal_and_ends_on_the_counts(
     assert out.getvalue() == ""
 
 
+def test_the_bar_has_no_colour_with_no_color_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    items = write_items(tmp_path / "items.jsonl", *ITEMS, {"id": "bad", "messages": FINISHED})
+    err = FakeTerminal()
+    argv = ["batch", str(items), "--model", "faux:echo", "--out", str(tmp_path / "r.jsonl")]
+    assert main(argv, stdout=io.StringIO(), stderr=err, clock=trio.testing.MockClock()) == 1
+    shown = err.getvalue()
+    assert "3 done" in CSI.sub("", shown)
+    styles = set(re.findall(r"\x1b\[[0-9;]*m", shown))
+    assert styles <= {"\x1b[0m", "\x1b[1m", "\x1b[2m"}, styles  # bold and dim at most
+
+
 def test_without_rich_the_plain_line_is_drawn_and_ends_on_the_counts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,7 +204,9 @@ async def test_the_progress_counts_what_runs_exactly_and_the_rate_and_time_left(
         mock_clock.jump(10)
         await trio.testing.wait_all_tasks_blocked()  # the display is drawn as time passes
         held = CSI.sub("", err.getvalue())
+        threads = [type(thread).__name__ for thread in threading.enumerate()]
         release.set()
+    assert "_RefreshThread" not in threads  # rich draws from the batch's tasks only
     assert entered == ["i0", "i1", "i2"]
     if rich:
         assert "batch ━━━━" in held
