@@ -199,11 +199,10 @@ def open_view(err: TextIO, tally: Tally) -> View:
     try:
         from ._bar import Bar
     except ImportError:
-        view: View = Progress(err, tally)
-    else:
-        view = Bar(err, tally)
-    view.draw()
-    return view
+        line = Progress(err, tally)
+        line.draw()
+        return line
+    return Bar(err, tally)  # drawn as it starts
 
 
 _TICK: Final = 0.5
