@@ -91,6 +91,19 @@ def without_rich(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "trio_agent._cli._bar", raising=False)
 
 
+RICH_SETTINGS = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+"""Variables with which a user tells rich what the terminal can do."""
+
+
+def on_a_wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich's reading of the environment, fixed: a terminal that redraws in place (not
+    ``TERM=dumb``), 160 columns wide (the figures on one line)."""
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "160")
+    for name in RICH_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+
+
 def last_frame(shown: str) -> list[str]:
     """The lines of the last thing drawn in place on a terminal, and what follows it."""
     return CSI.sub("", shown).rsplit("\r", 1)[-1].splitlines()
@@ -99,7 +112,7 @@ def last_frame(shown: str) -> list[str]:
 def test_the_bar_is_drawn_with_rich_on_a_terminal_and_ends_on_the_counts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "160")
+    on_a_wide_terminal(monkeypatch)
     items = write_items(tmp_path / "items.jsonl", *ITEMS, {"id": "bad", "messages": FINISHED})
     out, err = io.StringIO(), FakeTerminal()
     argv = ["batch", str(items), "--model", "faux:echo", "--out", str(tmp_path / "r.jsonl")]
@@ -118,6 +131,7 @@ def test_the_bar_is_drawn_with_rich_on_a_terminal_and_ends_on_the_counts(
 def test_the_bar_has_no_colour_with_no_color_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    on_a_wide_terminal(monkeypatch)
     monkeypatch.setenv("NO_COLOR", "1")
     items = write_items(tmp_path / "items.jsonl", *ITEMS, {"id": "bad", "messages": FINISHED})
     err = FakeTerminal()
@@ -177,7 +191,7 @@ async def test_the_progress_counts_what_runs_exactly_and_the_rate_and_time_left(
     guessed from the concurrency), the third waiting is not; the time passes on the
     display; at the end the rate and the counts are those of the batch. The clock moves
     only when told (the results' writes run in threads, which an autojump would race)."""
-    monkeypatch.setenv("COLUMNS", "160")
+    on_a_wide_terminal(monkeypatch)
     if not rich:
         without_rich(monkeypatch)
     release, entered = trio.Event(), list[str]()
@@ -304,7 +318,10 @@ async def test_ctrl_c_exits_130_keeps_whole_lines_and_a_resumed_batch_finishes_e
                 "1",
                 *model_options(api, server.url, key=True),
             ]
-            async with on_a_terminal(argv, tmp_path, keyed(api)) as terminal:
+            env = {**keyed(api), "TERM": "xterm"}  # a terminal that redraws (not "dumb")
+            for name in RICH_SETTINGS:
+                env.pop(name, None)
+            async with on_a_terminal(argv, tmp_path, env) as terminal:
                 await terminal.expect("2 done · 1 running · 0 failed")
                 await terminal.type(CTRL_C)
                 assert await terminal.exit_code() == 130
