@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import math
 import re
 import sys
 import threading
@@ -22,8 +23,9 @@ from tests.test_cli_pty import CTRL_C, on_a_terminal
 from tests.test_provider_matrix import APIS, event_end
 from trio_agent import Agent, AssistantMessage, Cost, Usage
 from trio_agent._cli import main
-from trio_agent._cli._batch import run_items
-from trio_agent.batch import BatchItem, read_results
+from trio_agent._cli._bar import clock_time, rate, stats
+from trio_agent._cli._batch import Tally, run_items
+from trio_agent.batch import BatchItem, BatchResult, read_results
 from trio_agent.providers import faux
 from trio_agent.testing import ScriptedResponse, open_sse_server
 
@@ -121,9 +123,9 @@ def test_the_bar_is_drawn_with_rich_on_a_terminal_and_ends_on_the_counts(
     assert "\x1b[?25l" in shown  # the cursor hidden while the bar is drawn ...
     assert "\x1b[?25h" in shown  # ... and shown again
     bar, figures, summary = last_frame(shown)
-    assert re.fullmatch(r"✓ batch ━+ 4/4 100% 0:00:00", bar), bar
     # the clock did not move: no rate yet, and nothing left to wait for
-    assert figures == "  3 done · 0 running · 1 failed · 24 tokens · $0.0000 · 0.0/s · 0:00:00 left"
+    assert re.fullmatch(r"✓ batch ━{30} 4/4 100% 0:00:00 · 0:00:00 left", bar), bar
+    assert figures == "  3 done · 0 running · 1 failed · 24 tokens · $0.0000 · 0.0/s"
     assert summary == "batch: 3 done, 1 failed (1 exception); 24 tokens, $0.0000"
     assert out.getvalue() == ""
 
@@ -141,6 +143,25 @@ def test_the_bar_has_no_colour_with_no_color_set(
     assert "3 done" in CSI.sub("", shown)
     styles = set(re.findall(r"\x1b\[[0-9;]*m", shown))
     assert styles <= {"\x1b[0m", "\x1b[1m", "\x1b[2m"}, styles  # bold and dim at most
+
+
+def test_the_bars_figures_read_hours_and_high_rates() -> None:
+    assert clock_time(3725.4) == "1:02:05"
+    assert clock_time(math.inf) == "-:--:--"
+
+    async def figures(clock: trio.testing.MockClock) -> str:
+        tally = Tally(10_000)
+        for n in range(2_500):
+            tally.add(BatchResult(id=str(n), status="error" if n % 100 == 0 else "done"))
+        tally.add(BatchResult(id="x", status="aborted"))
+        clock.jump(2)
+        assert rate(tally) == "1,250/s"
+        assert tally.left() == pytest.approx(7_499 / 1_250.5)
+        return stats(tally).plain
+
+    clock = trio.testing.MockClock()
+    shown = trio.run(figures, clock, clock=clock)
+    assert shown == "  2475 done · 0 running · 25 failed · 1 aborted · 0 tokens · $0.0000 · 1,250/s"
 
 
 def test_without_rich_the_plain_line_is_drawn_and_ends_on_the_counts(
@@ -224,11 +245,12 @@ async def test_the_progress_counts_what_runs_exactly_and_the_rate_and_time_left(
     assert entered == ["i0", "i1", "i2"]
     if rich:
         assert "batch ━━━━" in held
-        assert " 0/3   0% 0:00:10\n  0 done · 2 running · 0 failed · 0 tokens · $0.0000 · " in held
+        assert (
+            " 0/3   0% 0:00:10 · -:--:-- left\n  0 done · 2 running · 0 failed · 0 tokens" in held
+        )
         bar, figures = last_frame(err.getvalue())
-        assert re.fullmatch(r"✓ batch ━+ 3/3 100% 0:00:10", bar), bar
-        done = "  3 done · 0 running · 0 failed · 30 tokens · $0.0300 · 0.3/s · 0:00:00 left"
-        assert figures == done
+        assert re.fullmatch(r"✓ batch ━{30} 3/3 100% 0:00:10 · 0:00:00 left", bar), bar
+        assert figures == "  3 done · 0 running · 0 failed · 30 tokens · $0.0300 · 0.3/s"
     else:
         assert "\r0/3 (0 done, 2 running, 0 failed) 0 tokens $0.0000 0.0/s left ?" in held
         final = CSI.sub("", err.getvalue()).split("\r")[-2]
@@ -322,7 +344,7 @@ async def test_ctrl_c_exits_130_keeps_whole_lines_and_a_resumed_batch_finishes_e
             for name in RICH_SETTINGS:
                 env.pop(name, None)
             async with on_a_terminal(argv, tmp_path, env) as terminal:
-                await terminal.expect("2 done · 1 running · 0 failed")
+                await terminal.expect("2 done · 1 running · 0 failed")  # the bar's figures
                 await terminal.type(CTRL_C)
                 assert await terminal.exit_code() == 130
             assert "interrupted" in terminal.shown

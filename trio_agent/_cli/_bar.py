@@ -4,8 +4,8 @@ rich is the ``progress`` extra: this module is imported only when stderr is a
 terminal, and when rich cannot be imported the command draws its plain line instead.
 The bar is two lines on stderr::
 
-    ⠼ batch ━━━━━━━━━━━━━━━━━━╺━━━━━━━━━━━━━━━━━━━━━ 120/250  48% 0:00:41
-      117 done · 3 running · 0 failed · 45,210 tokens · $0.1234 · 2.9/s · 0:00:44 left
+    ⠼ batch ━━━━━━━━━━━━━━╸━━━━━━━━━━━━━━━ 120/250  48% 0:00:41 · 0:00:44 left
+      117 done · 3 running · 0 failed · 45,210 tokens · $0.1234 · 2.9/s
 
 rich never draws from a thread of its own here (``auto_refresh=False``): the batch's
 Trio tasks call :meth:`Bar.draw`, so that nothing else writes to stderr at the same
@@ -25,7 +25,9 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -35,7 +37,7 @@ from rich.text import Text
 from ._batch import Tally
 from ._cost import money
 
-__all__ = ["Bar", "clock_time", "stats"]
+__all__ = ["Bar", "clock_time", "rate", "stats"]
 
 
 def clock_time(seconds: float) -> str:
@@ -47,9 +49,15 @@ def clock_time(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
+def rate(tally: Tally) -> str:
+    """Items a second: one decimal below 10, whole numbers from there."""
+    value = tally.rate()
+    return f"{value:.1f}/s" if value < 10 else f"{value:,.0f}/s"
+
+
 def stats(tally: Tally) -> Text:
     """The bar's second line: done, running, failed (aborted when some are), tokens,
-    dollars, items a second and the time left."""
+    dollars and items a second."""
     sep = (" · ", "dim")
     parts: list[str | tuple[str, str]] = [
         "  ",
@@ -61,17 +69,19 @@ def stats(tally: Tally) -> Text:
     ]
     if tally.aborted:
         parts += [sep, (f"{tally.aborted} aborted", "yellow")]
-    parts += [
-        sep,
-        f"{tally.tokens:,} tokens",
-        sep,
-        money(tally.cost),
-        sep,
-        f"{tally.rate():.1f}/s",
-        sep,
-        f"{clock_time(tally.left())} left",
-    ]
+    parts += [sep, f"{tally.tokens:,} tokens", sep, money(tally.cost), sep, rate(tally)]
     return Text.assemble(*parts)
+
+
+class _Left(ProgressColumn):
+    """The time left, at the batch's rate so far."""
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        super().__init__()
+
+    def render(self, task: Task) -> Text:
+        return Text(f"· {clock_time(self.tally.left())} left", style="progress.remaining")
 
 
 class _TwoLines(Progress):
@@ -96,10 +106,11 @@ class Bar:
             lambda: stats(tally),
             SpinnerColumn(finished_text="✓"),
             TextColumn("batch"),
-            BarColumn(),
+            BarColumn(bar_width=30),
             MofNCompleteColumn(),
             TaskProgressColumn(),
             TimeElapsedColumn(),
+            _Left(tally),
             console=Console(file=err, highlight=False),
             auto_refresh=False,
             redirect_stdout=False,
