@@ -359,6 +359,54 @@ async def test_ctrl_c_escapes_as_itself_and_the_running_items_are_aborted(
     assert {result.status for result in results.values()} == {"aborted"}
 
 
+async def test_an_on_result_that_raises_stops_the_batch_with_that_exception_alone(
+    tmp_path: Path, autojump_clock: Any
+) -> None:
+    """The line of the result it was called with is written first; the other running
+    item is stopped as an abort stops it (its line ``aborted``); the file holds whole
+    lines only, and a rerun finishes the rest, each item once."""
+    out = tmp_path / "results.jsonl"
+    seen: list[str] = []
+
+    class Enough(Exception):
+        pass
+
+    def on_result(result: BatchResult) -> None:
+        seen.append(result.id)
+        if len(seen) == 2:
+            raise Enough(f"enough at {result.id}")
+
+    def make(item: BatchItem) -> Agent:
+        if item.id in ("item-0", "item-1"):
+            return Agent(faux.model(["quick"]))
+        agent = Agent(faux.model([faux.reply("slow " * 20, chunk_size=5)]))
+
+        async def hold(event: Any) -> None:
+            if event.type == "message_update":
+                await trio.sleep_forever()  # a partial reply, held
+
+        agent.subscribe(hold)
+        return agent
+
+    with pytest.raises(Enough) as caught:  # itself, not in a group
+        await run_batch(items(6), make, out=out, concurrency=3, on_result=on_result)
+    assert type(caught.value) is Enough
+    assert str(caught.value) == f"enough at {seen[1]}"
+    written = out.read_bytes()
+    assert written.endswith(b"\n")
+    records = lines(out)  # every line whole
+    assert [record["id"] for record in records] == seen  # each line told once, in order
+    assert sorted(seen[:2]) == ["item-0", "item-1"]
+    assert [record["status"] for record in records[:2]] == ["done", "done"]
+    # the held items are stopped (item-3 may have had its slot and not started yet)
+    assert "item-2" in seen[2:]
+    assert {record["status"] for record in records[2:]} == {"aborted"}
+    summary = await run_batch(items(6), answering(), out=out, resume=True)
+    assert summary.skipped == 2
+    finished = [record["id"] for record in lines(out) if record["status"] == "done"]
+    assert sorted(finished) == [f"item-{n}" for n in range(6)]
+
+
 def test_a_line_that_is_not_a_result_is_named(tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     out.write_bytes(b'{"id": "a", "status": "done"}\n[1, 2]\n')

@@ -727,7 +727,7 @@ DOCUMENTED = [
 
 
 def test_the_docs_show_command_lines() -> None:
-    assert {argv[0] for argv in DOCUMENTED} == {"demo", "run", "chat", "models"}
+    assert {argv[0] for argv in DOCUMENTED} == {"demo", "run", "chat", "models", "batch"}
 
 
 @pytest.mark.parametrize("argv", DOCUMENTED, ids=" ".join)

@@ -671,7 +671,12 @@ async def run_batch(
     must not hold results (``FileExistsError`` naming it); with ``resume=True`` the
     items whose ids have a ``done`` or ``error`` line are skipped (see the module's docs
     for what a rerun does). ``on_result`` is called with each result after its line is
-    written. Items are checked first: ``ValueError`` naming a repeated id.
+    written, in the batch's task that ended the item; an exception it raises stops the
+    batch: the other running items are stopped as a cancellation stops them (their
+    lines ``aborted``, each also passed to ``on_result``), no other item starts, and
+    that exception escapes alone (when it raised more than once, the first, the others
+    in its notes) once the file is closed, holding whole lines only. Items are checked
+    first: ``ValueError`` naming a repeated id.
 
     A factory or a run that raises fails its item (``error_kind="exception"``, the
     exception's type and text in ``error``); the batch goes on. Cancellation: every

@@ -323,7 +323,9 @@ def _parser() -> _Parser:
         "a prompt, or messages to continue) through the model, many at once, and append "
         "each result to --out as it ends (one JSON line: id, status, usage, transcript). "
         "A rerun with --resume skips the ids already in --out. --model faux:ID is a "
-        "scripted model that needs no key. Progress on stderr when it is a terminal. "
+        "scripted model that needs no key. Progress on stderr when it is a terminal: a bar "
+        "(done, running, failed, tokens, dollars, items a second, time left) drawn with rich, "
+        "from the progress extra (pip install 'trio_agent[progress]'), else one plain line. "
         "Exit code 1 when an item failed; Ctrl-C stops at once, the running items "
         "recorded as aborted (a rerun with --resume runs them again).",
     )

@@ -4,21 +4,24 @@ Each line of the items file is a JSON object: ``id`` (a string or an integer) an
 ``prompt`` (a string), or ``messages`` (a transcript, as ``dumps`` writes it) to
 continue. The model is a real one (``API:ID``) or ``faux:ID``, a scripted model that
 answers each prompt with a line about it, so the command runs with no key. Progress
-goes to stderr, one line rewritten in place, only when stderr is a terminal; the
+goes to stderr only when stderr is a terminal: a bar drawn with rich when it is
+installed (the ``progress`` extra), else one plain line rewritten in place; the
 summary is printed at the end either way.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, Protocol, TextIO
 
 import trio
 
 from .._agent import Agent
+from .._errors import one_exception
 from .._json import from_json
 from .._messages import Usage
 from .._model import Model
@@ -26,7 +29,17 @@ from ..batch import BatchItem, BatchResult, BatchSummary, RateLimits, run_batch
 from ..providers import faux
 from ._cost import money
 
-__all__ = ["FAUX", "Progress", "read_items", "run_items", "scripted_agent", "summary_line"]
+__all__ = [
+    "FAUX",
+    "Progress",
+    "Tally",
+    "View",
+    "open_view",
+    "read_items",
+    "run_items",
+    "scripted_agent",
+    "summary_line",
+]
 
 FAUX = "faux"
 
@@ -94,48 +107,114 @@ def real_agent(model: Model, system_prompt: str, **options: Any) -> Callable[[Ba
     return make
 
 
-class Progress:
-    """The progress line on stderr: done / running / failed, tokens, dollars, rate and
-    time left; drawn only when ``live`` (stderr is a terminal)."""
+class Tally:
+    """What a batch has done so far, for its progress display: items ended (done,
+    failed, aborted), the ids running now, tokens, dollars, rate and time left.
 
-    def __init__(self, err: TextIO, total: int, concurrency: int, live: bool) -> None:
-        self.err = err
+    ``running`` is exact: an id enters when the factory is called for it (the batch
+    calls it once its item has a slot and starts) and leaves when its result is
+    recorded, whatever the result (a rate-limited item made again is still one)."""
+
+    def __init__(self, total: int) -> None:
         self.total = total
-        self.concurrency = concurrency
-        self.live = live
         self.done = 0
         self.failed = 0
+        self.aborted = 0
+        self.running: set[str] = set()
         self.tokens = 0
         self.cost = 0.0
         self.started = trio.current_time()
 
-    def line(self) -> str:
-        ended = self.done + self.failed
-        running = min(self.concurrency, self.total - ended)
-        elapsed = trio.current_time() - self.started
-        rate = ended / elapsed if elapsed > 0 else 0.0
-        left = (self.total - ended) / rate if rate > 0 else math.inf
-        eta = "?" if math.isinf(left) else f"{left:.0f}s"
-        return (
-            f"{ended}/{self.total} ({self.done} done, {running} running, {self.failed} "
-            f"failed) {self.tokens:,} tokens {money(self.cost)} {rate:.1f}/s left {eta}"
-        )
+    @property
+    def ended(self) -> int:
+        return self.done + self.failed + self.aborted
+
+    def start(self, item: BatchItem) -> None:
+        self.running.add(item.id)
 
     def add(self, result: BatchResult) -> None:
+        self.running.discard(result.id)
         if result.status == "done":
             self.done += 1
         elif result.status == "error":
             self.failed += 1
+        else:
+            self.aborted += 1
         self.tokens += result.usage.total_tokens
         self.cost += result.usage.cost.total
-        if self.live:
-            self.err.write("\r\x1b[K" + self.line())
-            self.err.flush()
+
+    def rate(self) -> float:
+        """Items ended a second since the start (0 before the first)."""
+        elapsed = trio.current_time() - self.started
+        return self.ended / elapsed if elapsed > 0 else 0.0
+
+    def left(self) -> float:
+        """Seconds until every item has ended at this rate (``math.inf``: not known)."""
+        if self.ended >= self.total:
+            return 0.0
+        rate = self.rate()
+        return (self.total - self.ended) / rate if rate > 0 else math.inf
+
+
+class View(Protocol):
+    """A progress display on stderr: ``draw`` shows the tally now, ``close`` for the
+    last time (the display ends; what is printed next starts on a line of its own)."""
+
+    def draw(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Progress:
+    """The progress line on stderr without rich: done / running / failed, tokens,
+    dollars, rate and time left, one line rewritten in place (and erased at the end)."""
+
+    def __init__(self, err: TextIO, tally: Tally) -> None:
+        self.err = err
+        self.tally = tally
+
+    def line(self) -> str:
+        tally = self.tally
+        left = tally.left()
+        eta = "?" if math.isinf(left) else f"{left:.0f}s"
+        return (
+            f"{tally.ended}/{tally.total} ({tally.done} done, {len(tally.running)} running, "
+            f"{tally.failed} failed) {tally.tokens:,} tokens {money(tally.cost)} "
+            f"{tally.rate():.1f}/s left {eta}"
+        )
+
+    def draw(self) -> None:
+        self.err.write("\r\x1b[K" + self.line())
+        self.err.flush()
 
     def close(self) -> None:
-        if self.live:
-            self.err.write("\r\x1b[K")
-            self.err.flush()
+        self.draw()
+        self.err.write("\r\x1b[K")
+        self.err.flush()
+
+
+def open_view(err: TextIO, tally: Tally) -> View:
+    """The progress bar drawn with rich (the ``progress`` extra), or the plain line
+    when rich cannot be imported; drawn once already."""
+    try:
+        from ._bar import Bar
+    except ImportError:
+        line = Progress(err, tally)
+        line.draw()
+        return line
+    return Bar(err, tally)  # drawn as it starts
+
+
+_TICK: Final = 0.5
+"""Seconds between two draws while nothing ends (the time, the rate, what runs)."""
+_QUIET: Final = 0.1
+"""At most one draw in this many seconds for the results themselves."""
+
+
+async def _tick(view: View) -> None:
+    while True:
+        await trio.sleep(_TICK)
+        view.draw()
 
 
 def summary_line(summary: BatchSummary) -> str:
@@ -152,7 +231,7 @@ def summary_line(summary: BatchSummary) -> str:
 
 async def run_items(
     items: list[BatchItem],
-    make_agent: Callable[[BatchItem], Agent],
+    make_agent: Callable[[BatchItem], Agent | Awaitable[Agent]],
     *,
     todo: int,
     out: Path,
@@ -164,17 +243,47 @@ async def run_items(
     err: TextIO,
     live: bool,
 ) -> BatchSummary:
+    """Run the batch; with ``live``, its progress drawn on ``err`` (:func:`open_view`)
+    from this Trio task and one more that draws every half second, none from a thread.
+    One exception escapes (a ``KeyboardInterrupt`` as it is); the display is closed,
+    its last state drawn, before it does."""
     limits = {provider: RateLimits(requests_per_minute=rpm, tokens_per_minute=tpm)}
-    progress = Progress(err, todo, concurrency, live)
+    batch = functools.partial(
+        run_batch,
+        items,
+        out=out,
+        concurrency=concurrency,
+        rate_limits=limits,
+        resume=resume,
+    )
+    if not live:
+        return await batch(make_agent)
+    tally = Tally(todo)
+    view = open_view(err, tally)
+    drawn = trio.current_time()
+
+    def make(item: BatchItem) -> Agent | Awaitable[Agent]:
+        tally.start(item)
+        return make_agent(item)
+
+    def on_result(result: BatchResult) -> None:
+        nonlocal drawn
+        tally.add(result)
+        now = trio.current_time()
+        if now - drawn >= _QUIET:
+            drawn = now
+            view.draw()
+
+    escaped: BaseException | None = None
     try:
-        return await run_batch(
-            items,
-            make_agent,
-            out=out,
-            concurrency=concurrency,
-            rate_limits=limits,
-            resume=resume,
-            on_result=progress.add,
-        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_tick, view)
+            summary = await batch(make, on_result=on_result)
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        escaped = one_exception(group)  # one exception escapes, never a group
     finally:
-        progress.close()
+        view.close()
+    if escaped is not None:
+        raise escaped
+    return summary
