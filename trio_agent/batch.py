@@ -424,12 +424,24 @@ def _finished(path: Path, resume: bool) -> tuple[set[str], int]:
 
 
 class _Writer:
-    """Appends result lines, one at a time, each flushed and fsync'd before the call
-    returns (in a worker thread)."""
+    """Appends result lines to the file, each flushed and fsync'd (in a worker thread)
+    before the call that handed it over returns.
+
+    A group commit: the lines that arrive while a write and its fsync run are written and
+    fsync'd together by the next one, so that items ending together share one fsync and
+    one trip to a worker thread. Lines are written whole, in the order they arrived; a
+    call returns only once an fsync that followed its lines has returned, and raises if
+    the write of its group failed.
+    """
 
     def __init__(self, file: Any) -> None:
         self.file = file
-        self.lock = trio.Lock()
+        self.lock = trio.Lock()  # fair: groups go in the order their lines arrived
+        self.pending: list[bytes] = []
+        self.queued = 0  # calls that handed lines over, in order: call n's ticket is n
+        self.durable = 0  # lines up to this ticket are written and fsync'd
+        self.failed = 0  # lines up to this ticket were in a group whose write failed
+        self.error: BaseException | None = None
 
     def _write(self, data: bytes) -> None:
         self.file.write(data)
@@ -437,12 +449,34 @@ class _Writer:
         os.fsync(self.file.fileno())
 
     async def write(self, result: BatchResult) -> None:
-        await self.write_line(_line(result))
+        """Append ``result``'s line; return once it is fsync'd (see :meth:`write_line`)."""
+        await self.write_line(_line(result), f"the line of {result.id!r}")
 
-    async def write_line(self, data: bytes) -> None:
-        """Append whole lines (``_line``'s bytes), with one fsync."""
+    async def write_line(self, data: bytes, what: str = "result lines") -> None:
+        """Append whole lines (``_line``'s bytes); return once they are fsync'd. Call it
+        shielded: a cancellation that lands while a group is in the worker thread waits
+        for it. ``OSError`` naming ``what`` and the file if the write of its group failed.
+        """
+        self.pending.append(data)
+        self.queued += 1
+        ticket = self.queued
         async with self.lock:
-            await trio.to_thread.run_sync(self._write, data)
+            # the lock passes in the order of the tickets: every call of a group gets
+            # it after the group's write, before any call of a later group
+            if ticket <= self.durable:
+                return
+            if ticket <= self.failed:
+                raise OSError(
+                    f"{what} not written to {getattr(self.file, 'name', '?')!r}: {self.error!r}"
+                ) from self.error
+            lines, self.pending = self.pending, []
+            last = self.queued
+            try:
+                await trio.to_thread.run_sync(self._write, b"".join(lines))
+            except BaseException as error:
+                self.failed, self.error = last, error
+                raise
+            self.durable = last
 
 
 # --- running ---------------------------------------------------------------------------------
