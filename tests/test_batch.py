@@ -493,3 +493,21 @@ async def test_a_failed_write_fails_every_item_of_its_group_by_name(
     assert "the line of 'item-" in notes  # the others of the group, each by name
     assert "not written to" in notes
     assert "r.jsonl" in notes
+
+
+async def test_an_items_usage_says_the_total_came_from_the_provider_only_when_every_reply_did(
+    tmp_path: Path,
+) -> None:
+    billed = Usage(total_tokens=5, cost=Cost(total=0.5, total_from_provider=True))
+    estimated = Usage(total_tokens=5, cost=Cost(total=0.5))
+    call = faux.reply(faux.tool_call("missing", {}), usage=billed)
+
+    def make(item: BatchItem) -> Agent:
+        answer = faux.reply("ok", usage=billed if item.id == "item-0" else estimated)
+        return Agent(faux.model([call, answer]))
+
+    out = tmp_path / "results.jsonl"
+    await run_batch(items(2), make, out=out)
+    results = read_results(out)
+    assert results["item-0"].usage.cost == Cost(total=1.0, total_from_provider=True)
+    assert results["item-1"].usage.cost == Cost(total=1.0, total_from_provider=False)

@@ -299,7 +299,12 @@ class BatchSummary:
     """Seconds the providers' gates held requests back, summed over providers."""
 
 
+_NO_USAGE: Final = Usage()
+
+
 def _add(a: Usage, b: Usage) -> Usage:
+    if not a.total_tokens and a == _NO_USAGE:  # a first attempt: nothing to add to
+        return b
     ca, cb = a.cost, b.cost
     return Usage(
         input=a.input + b.input,
@@ -325,11 +330,11 @@ def _add(a: Usage, b: Usage) -> Usage:
 
 
 def _usage_of(messages: Sequence[AgentMessage]) -> Usage:
-    total = Usage()
+    total: Usage | None = None
     for message in messages:
         if isinstance(message, AssistantMessage):
-            total = _add(total, message.usage)
-    return total
+            total = message.usage if total is None else _add(total, message.usage)
+    return _NO_USAGE if total is None else total
 
 
 def _line(result: BatchResult) -> bytes:
