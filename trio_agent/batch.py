@@ -710,7 +710,8 @@ async def run_batch(
     must not hold results (``FileExistsError`` naming it); with ``resume=True`` the
     items whose ids have a ``done`` or ``error`` line are skipped (see the module's docs
     for what a rerun does). ``on_result`` is called with each result after its line is
-    written. Items are checked first: ``ValueError`` naming a repeated id.
+    written and fsync'd (items that end together share one fsync), and the summary
+    counts it only then. Items are checked first: ``ValueError`` naming a repeated id.
 
     A factory or a run that raises fails its item (``error_kind="exception"``, the
     exception's type and text in ``error``); the batch goes on. Cancellation: every
