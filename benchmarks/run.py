@@ -33,6 +33,11 @@ their floors are:
   server that follows each service's documented prompt cache,
   :mod:`benchmarks.billing`; beside pi-ai 1.6.0 on the same server, and the
   floor: every turn reading the whole earlier prompt from the cache).
+- :mod:`benchmarks.batch`: B12 (10,000 items through ``run_batch``, CPU per
+  item and items per second, beside the same agents started by hand in one
+  nursery, each result fsync'd), B12k (a batch killed with ``kill -9`` at
+  half its items, then resumed: items lost and finished twice, and the
+  rerun's time beside a fresh batch of the items left).
 - :mod:`benchmarks.ray_batch`: B12r (a batch of 10,000 scripted items on a
   local Ray runtime with 1 and 2 workers, beside ``run_batch`` in one process;
   run only when named, with the ``ray`` extra).
@@ -45,10 +50,13 @@ Only B8, B9, B10 and B11 touch the network (loopback; the server in the
 same process, but B10's, in another; B11 also runs node for pi-ai's side,
 installing pi-ai with npm on first use). A figure may carry sub-figures
 (``also``: B4's linearity, B6m, B7's abort time, B10's paced run and B10x's
-other scales, B11's other models and pi-ai), a ``detail`` line, and a
+other scales, B11's other models and pi-ai, B12's items per second and
+unsynced hand loop), a ``detail`` line, and a
 ``floor_title`` when its floor is a reference other than bare Trio (B9's new
 client per prompt, B10's openai SDK, B11's dollars of a perfect
-cache); all are in the table and in ``--json``.
+cache, B12's hand-written loop, B12k's fresh batch of the items left); all are
+in the table and in ``--json``. B12k runs its batches in child processes
+(``python -m benchmarks.batch child ...``).
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import Figure
+from benchmarks.batch import bench_b12, bench_b12k
 from benchmarks.concurrency import bench_b6, bench_b7
 from benchmarks.cost import bench_b11
 from benchmarks.loop import bench_b1, bench_b1a, bench_b2, bench_b5
@@ -92,6 +101,8 @@ BENCHMARKS: dict[str, tuple[str, Callable[[int], Figure], int]] = {
         bench_b11,
         1,
     ),
+    "B12": ("a batch of 10,000 items, beside the same agents started by hand", bench_b12, 5),
+    "B12k": ("resume after kill -9 at 50% (2,000 items)", bench_b12k, 1),
     "B12r": ("a batch of 10,000 scripted items on a local Ray runtime, 2 workers", bench_b12r, 3),
 }
 
@@ -107,6 +118,8 @@ def _format(value: float, unit: str) -> str:
         return f"{value:.2f}"
     if unit == "$":
         return f"${value:.4f}"
+    if unit == "items/s":
+        return f"{value:,.0f} items/s"
     if unit == "MB/s":
         return f"{value:.1f} MB/s"
     return f"{value:.1f} {unit.split('/')[0].replace('us', 'µs')}"

@@ -438,3 +438,124 @@ async def test_an_agent_handed_out_again_passes_the_gate_once_a_request(
     limits = {"faux": RateLimits(requests_per_minute=2)}
     await run_batch(items(4), make, out=tmp_path / "r.jsonl", concurrency=1, rate_limits=limits)
     assert starts == [0, 0, 60, 60]
+
+
+# -- the results file: each line durable before its result is reported ------------------------
+
+
+def together(count: int) -> Any:
+    """A factory whose agents all end at once: each waits at its ``agent_end`` until
+    every one of the ``count`` has got there."""
+    arrived = 0
+    everyone = trio.Event()
+
+    def make(item: BatchItem) -> Agent:
+        agent: Agent = answering()(item)
+
+        async def wait_for_the_others(event: Any) -> None:
+            nonlocal arrived
+            if event.type == "agent_end":
+                arrived += 1
+                if arrived == count:
+                    everyone.set()
+                await everyone.wait()
+
+        agent.subscribe(wait_for_the_others)
+        return agent
+
+    return make
+
+
+async def test_items_ending_together_share_an_fsync_and_each_line_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+
+    def counted(fd: int) -> None:
+        fsyncs.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    out = tmp_path / "results.jsonl"
+    seen: list[str] = []
+
+    def on_result(result: BatchResult) -> None:
+        # the result's line is in the file, whole, when the result is reported
+        ids = [json.loads(line)["id"] for line in out.read_bytes().splitlines()]
+        assert result.id in ids
+        assert len(fsyncs) >= 1
+        seen.append(result.id)
+
+    with trio.fail_after(30):
+        summary = await run_batch(
+            items(50), together(50), out=out, concurrency=50, on_result=on_result
+        )
+    assert summary.done == 50
+    assert sorted(seen) == sorted(f"item-{n}" for n in range(50))
+    assert sorted(record["id"] for record in lines(out)) == sorted(seen)
+    assert out.read_bytes().endswith(b"\n")
+    # fifty lines, one fsync for the first and one for the forty-nine that came during it
+    assert 1 <= len(fsyncs) <= 2, len(fsyncs)
+
+
+async def test_a_result_is_reported_only_after_the_fsync_that_follows_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each item's line was in the file when an fsync that reported it began."""
+    out = tmp_path / "results.jsonl"
+    synced: set[str] = set()  # the ids whose lines were in the file at an fsync
+    real_fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        real_fsync(fd)
+        synced.update(json.loads(line)["id"] for line in out.read_bytes().splitlines())
+
+    monkeypatch.setattr(os, "fsync", recording)
+    reported: list[str] = []
+
+    def on_result(result: BatchResult) -> None:
+        assert result.id in synced, result.id
+        reported.append(result.id)
+
+    with trio.fail_after(30):
+        await run_batch(items(40), answering(), out=out, concurrency=8, on_result=on_result)
+    assert len(reported) == 40
+
+
+async def test_a_failed_write_fails_every_item_of_its_group_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    reported: list[str] = []
+    with trio.fail_after(30), pytest.raises(OSError, match="No space left on device") as caught:
+        await run_batch(
+            items(5), together(5), out=tmp_path / "r.jsonl", concurrency=5,
+            on_result=lambda result: reported.append(result.id),
+        )  # fmt: skip
+    assert reported == []  # no item of a group that was not written is reported
+    notes = " ".join(getattr(caught.value, "__notes__", []))
+    assert "the line of 'item-" in notes  # the others of the group, each by name
+    assert "not written to" in notes
+    assert "r.jsonl" in notes
+
+
+async def test_an_items_usage_says_the_total_came_from_the_provider_only_when_every_reply_did(
+    tmp_path: Path,
+) -> None:
+    billed = Usage(total_tokens=5, cost=Cost(total=0.5, total_from_provider=True))
+    estimated = Usage(total_tokens=5, cost=Cost(total=0.5))
+    call = faux.reply(faux.tool_call("missing", {}), usage=billed)
+
+    def make(item: BatchItem) -> Agent:
+        answer = faux.reply("ok", usage=billed if item.id == "item-0" else estimated)
+        return Agent(faux.model([call, answer]))
+
+    out = tmp_path / "results.jsonl"
+    await run_batch(items(2), make, out=out)
+    results = read_results(out)
+    assert results["item-0"].usage.cost == Cost(total=1.0, total_from_provider=True)
+    assert results["item-1"].usage.cost == Cost(total=1.0, total_from_provider=False)

@@ -299,7 +299,12 @@ class BatchSummary:
     """Seconds the providers' gates held requests back, summed over providers."""
 
 
+_NO_USAGE: Final = Usage()
+
+
 def _add(a: Usage, b: Usage) -> Usage:
+    if not a.total_tokens and a == _NO_USAGE:  # a first attempt: nothing to add to
+        return b
     ca, cb = a.cost, b.cost
     return Usage(
         input=a.input + b.input,
@@ -325,11 +330,11 @@ def _add(a: Usage, b: Usage) -> Usage:
 
 
 def _usage_of(messages: Sequence[AgentMessage]) -> Usage:
-    total = Usage()
+    total: Usage | None = None
     for message in messages:
         if isinstance(message, AssistantMessage):
-            total = _add(total, message.usage)
-    return total
+            total = message.usage if total is None else _add(total, message.usage)
+    return _NO_USAGE if total is None else total
 
 
 def _line(result: BatchResult) -> bytes:
@@ -424,12 +429,24 @@ def _finished(path: Path, resume: bool) -> tuple[set[str], int]:
 
 
 class _Writer:
-    """Appends result lines, one at a time, each flushed and fsync'd before the call
-    returns (in a worker thread)."""
+    """Appends result lines to the file, each flushed and fsync'd (in a worker thread)
+    before the call that handed it over returns.
+
+    A group commit: the lines that arrive while a write and its fsync run are written and
+    fsync'd together by the next one, so that items ending together share one fsync and
+    one trip to a worker thread. Lines are written whole, in the order they arrived; a
+    call returns only once an fsync that followed its lines has returned, and raises if
+    the write of its group failed.
+    """
 
     def __init__(self, file: Any) -> None:
         self.file = file
-        self.lock = trio.Lock()
+        self.lock = trio.Lock()  # fair: groups go in the order their lines arrived
+        self.pending: list[bytes] = []
+        self.queued = 0  # calls that handed lines over, in order: call n's ticket is n
+        self.durable = 0  # lines up to this ticket are written and fsync'd
+        self.failed = 0  # lines up to this ticket were in a group whose write failed
+        self.error: BaseException | None = None
 
     def _write(self, data: bytes) -> None:
         self.file.write(data)
@@ -437,12 +454,34 @@ class _Writer:
         os.fsync(self.file.fileno())
 
     async def write(self, result: BatchResult) -> None:
-        await self.write_line(_line(result))
+        """Append ``result``'s line; return once it is fsync'd (see :meth:`write_line`)."""
+        await self.write_line(_line(result), f"the line of {result.id!r}")
 
-    async def write_line(self, data: bytes) -> None:
-        """Append whole lines (``_line``'s bytes), with one fsync."""
+    async def write_line(self, data: bytes, what: str = "result lines") -> None:
+        """Append whole lines (``_line``'s bytes); return once they are fsync'd. Call it
+        shielded: a cancellation that lands while a group is in the worker thread waits
+        for it. ``OSError`` naming ``what`` and the file if the write of its group failed.
+        """
+        self.pending.append(data)
+        self.queued += 1
+        ticket = self.queued
         async with self.lock:
-            await trio.to_thread.run_sync(self._write, data)
+            # the lock passes in the order of the tickets: every call of a group gets
+            # it after the group's write, before any call of a later group
+            if ticket <= self.durable:
+                return
+            if ticket <= self.failed:
+                raise OSError(
+                    f"{what} not written to {getattr(self.file, 'name', '?')!r}: {self.error!r}"
+                ) from self.error
+            lines, self.pending = self.pending, []
+            last = self.queued
+            try:
+                await trio.to_thread.run_sync(self._write, b"".join(lines))
+            except BaseException as error:
+                self.failed, self.error = last, error
+                raise
+            self.durable = last
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -671,12 +710,13 @@ async def run_batch(
     must not hold results (``FileExistsError`` naming it); with ``resume=True`` the
     items whose ids have a ``done`` or ``error`` line are skipped (see the module's docs
     for what a rerun does). ``on_result`` is called with each result after its line is
-    written, in the batch's task that ended the item; an exception it raises stops the
-    batch: the other running items are stopped as a cancellation stops them (their
-    lines ``aborted``, each also passed to ``on_result``), no other item starts, and
-    that exception escapes alone (when it raised more than once, the first, the others
-    in its notes) once the file is closed, holding whole lines only. Items are checked
-    first: ``ValueError`` naming a repeated id.
+    written and fsync'd (items that end together share one fsync), in the batch's task
+    that ended the item, and the summary counts it only then; an exception it raises
+    stops the batch: the other running items are stopped as a cancellation stops them
+    (their lines ``aborted``, each also passed to ``on_result``), no other item starts,
+    and that exception escapes alone (when it raised more than once, the first, the
+    others in its notes) once the file is closed, holding whole lines only. Items are
+    checked first: ``ValueError`` naming a repeated id.
 
     A factory or a run that raises fails its item (``error_kind="exception"``, the
     exception's type and text in ``error``); the batch goes on. Cancellation: every
