@@ -184,8 +184,14 @@ class _Gate:
         self.waited = 0.0
 
     async def enter(self) -> None:
-        """Wait until a request may start, and count it. Cancellation: a checkpoint;
-        a cancelled wait counts nothing."""
+        """Wait until a request may start, and count it. Cancellation: a cancelled wait
+        counts nothing. A request that need not wait (none waits before it, the window
+        allows it) starts at once, with no checkpoint of its own: the request that
+        follows is one (B12: a lock taken for every request cost 10% of an item)."""
+        now = trio.current_time()
+        if not self.lock.locked() and self.window.wait(now) <= 0:
+            self.window.start(now)
+            return
         async with self.lock:
             while True:
                 now = trio.current_time()
