@@ -3,7 +3,8 @@
 :func:`run_ray_batch` runs the same batch as :func:`trio_agent.batch.run_batch` on the
 workers of a Ray cluster: the items are cut into chunks, each chunk is a Ray task that
 runs one ``trio.run`` holding up to ``concurrency`` agents, and each result comes back
-to the calling process as soon as it is known, which appends it to the same results
+to the calling process within 50 ms of its end (a worker sends what ended in that time
+together), which appends it to the same results
 file by the same rules (flushed and fsync'd, one line per item, ``resume=True`` skips
 what is there). A Ray actor keeps the providers' rate limits for the whole cluster.
 
@@ -213,8 +214,8 @@ async def _chunk(
 def _work(
     items: list[BatchItem], make_agent: MakeAgent, limiter: Any, settings: _Settings
 ) -> Iterator[object]:
-    """A Ray task: the chunk's items in one ``trio.run`` (on a thread of its own), each
-    result yielded as it is known."""
+    """A Ray task: the chunk's items in one ``trio.run`` (on a thread of its own), the
+    results yielded in groups, each gathered over at most ``_GATHER`` seconds."""
     results: queue.SimpleQueue[object] = queue.SimpleQueue()
 
     def run() -> None:
