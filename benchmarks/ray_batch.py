@@ -47,11 +47,13 @@ def _rate(workers: int | None, items: list[BatchItem]) -> float:
 
         async def main() -> None:
             if workers is None:
-                await run_batch(items, _make_agent, out=out, concurrency=_CONCURRENCY)
+                summary = await run_batch(items, _make_agent, out=out, concurrency=_CONCURRENCY)
             else:
-                await run_ray_batch(
+                summary = await run_ray_batch(
                     items, _make_agent, out=out, workers=workers, concurrency=_CONCURRENCY
                 )
+            if summary.done != len(items):  # a figure only of a batch that did its work
+                raise RuntimeError(f"B12r: {summary.done} of {len(items)} items done")
 
         start = time.perf_counter()
         trio.run(main)

@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 from tests._providers import fixture
+from tests._support import make_tool
 from tests.test_transport import model as chat_model
 from trio_agent import Agent, AgentMessage, AssistantMessage, Cost, Usage, UserMessage, loads
 from trio_agent.batch import BatchItem, BatchResult, RateLimits, read_results, run_batch
@@ -559,3 +560,43 @@ async def test_an_items_usage_says_the_total_came_from_the_provider_only_when_ev
     results = read_results(out)
     assert results["item-0"].usage.cost == Cost(total=1.0, total_from_provider=True)
     assert results["item-1"].usage.cost == Cost(total=1.0, total_from_provider=False)
+
+
+async def test_after_a_failed_write_no_line_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the first fsync fails; the items still running are then stopped, and their
+    # aborted lines are not written after the line that may be cut short
+    real_fsync = os.fsync
+    calls: list[int] = []
+
+    def first_fails(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", first_fails)
+
+    async def wait(tool_call_id: str, args: dict[str, Any], on_update: Any) -> Any:
+        await trio.sleep_forever()
+
+    def make(item: BatchItem) -> Agent:
+        if item.id == "item-0":
+            agent: Agent = answering()(item)
+            return agent
+        calling = faux.model([faux.reply(faux.tool_call("wait", {}))])
+        return Agent(calling, tools=[make_tool("wait", wait)])
+
+    out = tmp_path / "r.jsonl"
+    with trio.fail_after(30), pytest.raises(OSError, match="Input/output error"):
+        await run_batch(items(3), make, out=out, concurrency=3)
+    assert len(calls) == 1  # nothing was written, nor fsync'd, after the failed write
+    assert [record["id"] for record in lines(out)] == ["item-0"]
+
+
+async def test_a_file_with_results_is_refused_without_reading_it(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    out.write_bytes(b"not a result line\n")  # never read: its size refuses it
+    with pytest.raises(FileExistsError, match="already holds results"):
+        await run_batch(items(1), answering(), out=out)

@@ -145,19 +145,22 @@ def always_dying(item: BatchItem) -> Agent:
     return answering(item)
 
 
-async def test_an_item_that_kills_every_worker_fails_as_worker_lost(tmp_path: Path) -> None:
+@pytest.mark.parametrize("retries", [1, 2])
+async def test_an_item_that_kills_every_worker_fails_as_worker_lost(
+    tmp_path: Path, retries: int
+) -> None:
     out = tmp_path / "results.jsonl"
     batch = [BatchItem(id="doomed", prompt="hi"), *items(3)]
     with trio.fail_after(120):
         summary = await run_ray_batch(
-            batch, always_dying, out=out, workers=1, chunk_size=4, worker_retries=2
+            batch, always_dying, out=out, workers=1, chunk_size=4, worker_retries=retries
         )
-    # lost twice with the others, the second time alone: it fails by itself
+    # lost with the others (with 2 retries), then alone: it fails by itself
     assert summary.failed == {"worker_lost": 1}
     assert summary.done == 3
     results = read_results(out)
     assert results["doomed"].status == "error"
-    assert results["doomed"].attempts == 3
+    assert results["doomed"].attempts == retries + 1
     assert "WorkerCrashedError" in (results["doomed"].error or "")
     assert len(lines(out)) == 4
 
@@ -274,3 +277,21 @@ async def test_more_workers_than_trio_has_threads_by_default(tmp_path: Path) -> 
         summary = await run_ray_batch(items(90), answering, out=out, workers=45, chunk_size=2)
     assert summary.done == 90
     assert len(lines(out)) == 90
+
+
+class Boom(BaseException):
+    pass
+
+
+def booming(item: BatchItem) -> Agent:
+    if item.id == "item-3":
+        raise Boom("the factory gave up")
+    return answering(item)
+
+
+async def test_a_chunk_that_raises_stops_the_batch_with_its_exception(tmp_path: Path) -> None:
+    # not a lost worker: its items are not run again, and the batch raises what it raised
+    out = tmp_path / "results.jsonl"
+    with trio.fail_after(60), pytest.raises(Boom, match="the factory gave up"):
+        await run_ray_batch(items(6), booming, out=out, workers=1, chunk_size=6, concurrency=1)
+    assert "worker_lost" not in out.read_text()

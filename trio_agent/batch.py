@@ -211,15 +211,19 @@ class _Gate:
         )
 
 
+def _check_limits(rate_limits: Mapping[str, RateLimits]) -> dict[str, RateLimits]:
+    for name, limits in rate_limits.items():
+        if not isinstance(limits, RateLimits):
+            raise TypeError(f"rate_limits[{name!r}] must be a RateLimits, not {limits!r:.80}")
+    return dict(rate_limits)
+
+
 class _Gates:
     """The gates of a batch, one per provider, made on first use."""
 
     def __init__(self, rate_limits: Mapping[str, RateLimits], max_pause: float) -> None:
         self.max_pause = max_pause
-        for name, limits in rate_limits.items():
-            if not isinstance(limits, RateLimits):
-                raise TypeError(f"rate_limits[{name!r}] must be a RateLimits, not {limits!r:.80}")
-        self.rate_limits = dict(rate_limits)
+        self.rate_limits = _check_limits(rate_limits)
         self.by_provider: dict[str, _Gate] = {}
 
     def new(self, key: str, limits: RateLimits) -> _Gate:
@@ -360,15 +364,21 @@ def _line(result: BatchResult) -> bytes:
     return text.encode("utf-8", "surrogatepass") + b"\n"
 
 
-def _parse(line: bytes) -> BatchResult:
-    from ._json import from_json
-
+def _head(line: bytes) -> tuple[dict[str, Any], Status]:
+    """A result line's JSON object and its status, checked; the transcript not read."""
     data = json.loads(line)
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         raise ValueError(f"not a result line: {line[:80]!r}")
     status = data.get("status")
     if status not in ("done", "error", "aborted"):
         raise ValueError(f"result {data['id']!r} has an unknown status {status!r:.40}")
+    return data, status
+
+
+def _parse(line: bytes) -> BatchResult:
+    from ._json import from_json
+
+    data, status = _head(line)
     return BatchResult(
         id=data["id"],
         status=status,
@@ -415,22 +425,25 @@ def _finished(path: Path, resume: bool) -> tuple[set[str], int]:
     and the byte length of the file's whole lines. ``FileExistsError`` if the file holds
     anything and ``resume`` is false; ``ValueError`` naming a line that is not a result.
     """
-    lines, end = _read_lines(path)
     finished: set[str] = set()
-    if not (lines or end):
-        return finished, end
     if not resume:
-        raise FileExistsError(
-            f"{os.fspath(path)!r} already holds results; pass resume=True to skip them"
-        )
+        try:
+            if path.stat().st_size:
+                raise FileExistsError(
+                    f"{os.fspath(path)!r} already holds results; pass resume=True to skip them"
+                )
+        except FileNotFoundError:
+            pass
+        return finished, 0
+    lines, end = _read_lines(path)
     for number, line in enumerate(lines, 1):
         if line.strip():
             try:
-                result = _parse(line)
+                data, status = _head(line)
             except Exception as error:
                 raise ValueError(f"{os.fspath(path)!r}, line {number}: {error}") from None
-            if result.status != "aborted":
-                finished.add(result.id)
+            if status != "aborted":
+                finished.add(data["id"])
     return finished, end
 
 
@@ -441,8 +454,9 @@ class _Writer:
     A group commit: the lines that arrive while a write and its fsync run are written and
     fsync'd together by the next one, so that items ending together share one fsync and
     one trip to a worker thread. Lines are written whole, in the order they arrived; a
-    call returns only once an fsync that followed its lines has returned, and raises if
-    the write of its group failed.
+    call returns only once an fsync that followed its lines has returned. Once a write
+    has failed, every call raises, its lines not written: what follows a line cut short
+    could not be read back.
     """
 
     def __init__(self, file: Any) -> None:
@@ -451,12 +465,12 @@ class _Writer:
         self.pending: list[bytes] = []
         self.queued = 0  # calls that handed lines over, in order: call n's ticket is n
         self.durable = 0  # lines up to this ticket are written and fsync'd
-        self.failed = 0  # lines up to this ticket were in a group whose write failed
-        self.error: BaseException | None = None
+        self.error: BaseException | None = None  # the write that failed
 
     def _write(self, data: bytes) -> None:
-        self.file.write(data)
-        self.file.flush()
+        view = memoryview(data)
+        while view:  # the file is unbuffered: a write may take part of the bytes
+            view = view[self.file.write(view) :]
         os.fsync(self.file.fileno())
 
     async def write(self, result: BatchResult) -> None:
@@ -476,7 +490,7 @@ class _Writer:
             # it after the group's write, before any call of a later group
             if ticket <= self.durable:
                 return
-            if ticket <= self.failed:
+            if self.error is not None:
                 raise OSError(
                     f"{what} not written to {getattr(self.file, 'name', '?')!r}: {self.error!r}"
                 ) from self.error
@@ -485,7 +499,7 @@ class _Writer:
             try:
                 await trio.to_thread.run_sync(self._write, b"".join(lines))
             except BaseException as error:
-                self.failed, self.error = last, error
+                self.error = error
                 raise
             self.durable = last
 
@@ -515,17 +529,14 @@ def _outcome(item: BatchItem, agent: Agent, start: int) -> BatchResult:
     )
 
 
+def _check_count(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an int of at least {least}, not {value!r:.80}")
+
+
 def _check_settings(concurrency: int, rate_limit_retries: int, max_pause: float) -> None:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be an int of at least 1, not {concurrency!r}")
-    if (
-        isinstance(rate_limit_retries, bool)
-        or not isinstance(rate_limit_retries, int)
-        or rate_limit_retries < 0
-    ):
-        raise ValueError(
-            f"rate_limit_retries must be an int of at least 0, not {rate_limit_retries!r}"
-        )
+    _check_count("concurrency", concurrency, 1)
+    _check_count("rate_limit_retries", rate_limit_retries, 0)
     if isinstance(max_pause, bool) or not isinstance(max_pause, int | float):
         raise TypeError(f"max_pause must be a number of seconds, not {max_pause!r:.80}")
     if not (math.isfinite(max_pause) and max_pause >= 0):
@@ -680,7 +691,8 @@ class _Counts:
 def _open_results(path: Path, end: int) -> Any:
     """``path`` opened to append, a last line cut short by a crash cut off (``end``:
     the length of its whole lines)."""
-    file = open(path, "ab")  # noqa: SIM115  # the caller closes it
+    # unbuffered: a write that failed leaves nothing behind to be written later
+    file = open(path, "ab", buffering=0)  # noqa: SIM115  # the caller closes it
     file.truncate(end)
     return file
 

@@ -2,11 +2,11 @@
 
 :func:`run_ray_batch` runs the same batch as :func:`trio_agent.batch.run_batch` on the
 workers of a Ray cluster: the items are cut into chunks, each chunk is a Ray task that
-runs one ``trio.run`` holding up to ``concurrency`` agents, and each result comes back
-to the calling process within 50 ms of its end (a worker sends what ended in that time
-together), which appends it to the same results
-file by the same rules (flushed and fsync'd, one line per item, ``resume=True`` skips
-what is there). A Ray actor keeps the providers' rate limits for the whole cluster.
+runs one ``trio.run`` holding up to ``concurrency`` agents, and the results come back
+to the calling process in groups (a worker sends what ended within 50 ms together),
+which appends them to the same results file by the same rules (flushed and fsync'd,
+one line per item, ``resume=True`` skips what is there). A Ray actor keeps the
+providers' rate limits for the whole cluster.
 
 What a lost worker costs: the items of its chunk whose results had not reached the
 calling process go back into the queue, together, and run on another worker from the
@@ -34,6 +34,7 @@ import ray
 import ray.exceptions
 import trio
 
+from ._errors import one_exception
 from ._messages import AssistantMessage, Usage
 from .batch import (
     BatchItem,
@@ -42,7 +43,9 @@ from .batch import (
     MakeAgent,
     RateLimits,
     Status,
+    _check_count,
     _check_items,
+    _check_limits,
     _check_settings,
     _Counts,
     _finished,
@@ -101,7 +104,8 @@ class _Limiter:
         self._window(key).ended(time.monotonic(), tokens, rate_limited, retry_after)
 
 
-_LimiterActor: Any = ray.remote(num_cpus=0)(_Limiter)
+# restarted if its node goes (its windows start again empty), the calls to it retried
+_LimiterActor: Any = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(_Limiter)
 
 
 async def _ask(method: Any, *args: Any) -> Any:
@@ -144,11 +148,14 @@ class _SharedGate(_Gate):
                     self.waited += trio.current_time() - now
 
     def ended(self, reply: AssistantMessage) -> None:
-        super().ended(reply)  # this worker's own pause
-        if self.limited or _rate_limited(reply):
-            self.limiter.ended.remote(
-                self.key, reply.usage.total_tokens, _rate_limited(reply), reply.retry_after
-            )
+        rate_limited = _rate_limited(reply)
+        if not self.limited:
+            super().ended(reply)  # this worker's own pause, at once
+            if not rate_limited:
+                return
+        self.limiter.ended.remote(
+            self.key, reply.usage.total_tokens, rate_limited, reply.retry_after
+        )
 
 
 class _SharedGates(_Gates):
@@ -252,10 +259,38 @@ _work_remote: Any = ray.remote(num_cpus=1, max_retries=0)(_work)
 
 # --- the driver ------------------------------------------------------------------------------
 
+_LOST: Final = (
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.LocalRayletDiedError,
+    ray.exceptions.ObjectLostError,
+    ray.exceptions.OutOfMemoryError,
+)
+"""What a chunk's task fails with when its worker is gone: its items run elsewhere.
+Any other error of the task is the batch's."""
 
-def _check_count(name: str, value: Any, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an int of at least {least}, not {value!r:.80}")
+
+class _Task:
+    """A chunk's Ray task, made on the thread that reads it, and stopped from Trio."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stream: Any = None
+        self.stopping = False
+
+    def started(self, stream: Any) -> None:
+        with self.lock:
+            self.stream = stream
+            stopping = self.stopping
+        if stopping:
+            ray.cancel(stream, force=True)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            stream = self.stream
+        if stream is not None:
+            ray.cancel(stream, force=True)
 
 
 async def run_ray_batch(
@@ -303,8 +338,7 @@ async def run_ray_batch(
     if chunk_size is not None:
         _check_count("chunk_size", chunk_size, 1)
     items = _check_items(items)
-    limits = dict(rate_limits or {})
-    _Gates(limits, max_pause)  # checks the limits
+    limits = _check_limits(rate_limits or {})
     if not ray.is_initialized():
         raise RuntimeError(
             "run_ray_batch needs Ray: call ray.init() first (with no address it starts "
@@ -324,13 +358,9 @@ async def run_ray_batch(
         send.close()
     lost: dict[str, int] = {}
     waited = 0.0
-
-    limiter = _LimiterActor.remote(limits, max_pause)
-    agent_ref = ray.put(make_agent)
+    agent_ref = await trio.to_thread.run_sync(ray.put, make_agent)  # pickled once, here
     settings = _Settings(concurrency, limits, rate_limit_retries, max_pause)
-    file = await trio.to_thread.run_sync(_open_results, path, end)
-    writer = _Writer(file)
-    draining = trio.CapacityLimiter(workers)
+    draining = trio.CapacityLimiter(workers)  # so that the writer always has a thread
 
     async def record(results: list[_Done]) -> None:
         await writer.write_line(b"".join(done.line for done in results))
@@ -349,60 +379,68 @@ async def run_ray_batch(
             with trio.CancelScope(shield=True):
                 await record(results)
 
-    def drain(stream: Any, seen: set[str]) -> None:
-        for ref in stream:
-            trio.from_thread.run(take, ray.get(ref), seen)
+    async def fail(item: BatchItem, error: BaseException) -> None:
+        result = BatchResult(
+            id=item.id,
+            status="error",
+            error_kind="worker_lost",
+            error=f"{type(error).__name__}: {str(error)[:500]}",
+            attempts=lost[item.id],
+        )
+        with trio.CancelScope(shield=True):
+            await record([_Done(item.id, "error", "worker_lost", result.usage, _line(result))])
 
     async def run_chunk(chunk: list[BatchItem]) -> None:
         nonlocal pending
-        stream = _work_remote.remote(chunk, agent_ref, limiter, settings)
+        task = _Task()
         seen: set[str] = set()
-        ended = False
 
-        async def stop_on_cancel() -> None:
+        def drain() -> None:
+            # the chunk is pickled and sent here, off the event loop
+            stream = _work_remote.remote(chunk, agent_ref, limiter, settings)
+            task.started(stream)
+            for ref in stream:
+                trio.from_thread.run(take, ray.get(ref), seen)
+
+        lost_worker: ray.exceptions.RayError | None = None
+        ended = False  # the task ended, or its worker was lost: nothing to stop
+
+        async def stop_unless_ended() -> None:
             try:
                 await trio.sleep_forever()
             finally:
-                if not ended:  # the batch is stopping: the task goes at once
-                    ray.cancel(stream, force=True)
+                if not ended:  # the batch is stopping, or failed: the task goes at once
+                    task.stop()
 
-        lost_worker: ray.exceptions.RayError | None = None
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(stop_on_cancel)
+            nursery.start_soon(stop_unless_ended)
             try:
-                # not abandoned on cancellation: no result arrives after the file closes;
-                # their own threads, so that the writer always has one
-                await trio.to_thread.run_sync(drain, stream, seen, limiter=draining)
-            except ray.exceptions.RayError as error:
-                lost_worker = error
-            finally:
+                # not abandoned on cancellation: no result arrives after the file closes
+                await trio.to_thread.run_sync(drain, limiter=draining)
                 ended = True
+            except _LOST as error:
+                lost_worker, ended = error, True
+            except ray.exceptions.TaskCancelledError:
+                if not task.stopping:
+                    raise
+                # stopped by this batch: the cancellation that stopped it goes on
+            except ray.exceptions.RayTaskError as error:
+                raise error.as_instanceof_cause() from None  # type: ignore[no-untyped-call]
+            finally:
                 nursery.cancel_scope.cancel()
         if lost_worker is not None:
             again: list[BatchItem] = []
             for item in chunk:
                 if item.id in seen:
                     continue
-                lost[item.id] = lost.get(item.id, 0) + 1
-                if lost[item.id] == 1:
+                times = lost[item.id] = lost.get(item.id, 0) + 1
+                if times > worker_retries:
+                    await fail(item, lost_worker)
+                elif times == 1 and worker_retries >= 2:
                     again.append(item)
-                    continue
-                if lost[item.id] <= worker_retries:
-                    # lost again: alone, so that an item that kills its worker fails by itself
+                else:  # alone, so that an item that kills its worker fails by itself
                     send.send_nowait([item])
                     pending += 1
-                    continue
-                result = BatchResult(
-                    id=item.id,
-                    status="error",
-                    error_kind="worker_lost",
-                    error=f"{type(lost_worker).__name__}: {str(lost_worker)[:500]}",
-                    attempts=lost[item.id],
-                )
-                with trio.CancelScope(shield=True):
-                    await record(
-                        [_Done(item.id, "error", "worker_lost", result.usage, _line(result))]
-                    )
             if again:
                 send.send_nowait(again)
                 pending += 1
@@ -414,13 +452,14 @@ async def run_ray_batch(
         async for chunk in receive:
             await run_chunk(chunk)
 
+    file = await trio.to_thread.run_sync(_open_results, path, end)
+    writer = _Writer(file)
+    limiter = _LimiterActor.remote(limits, max_pause)
     try:
         async with trio.open_nursery() as nursery:
             for _ in range(min(workers, max(pending, 1))):
                 nursery.start_soon(worker)
     except BaseExceptionGroup as group:
-        from ._errors import one_exception
-
         raise one_exception(group) from None
     finally:
         with trio.CancelScope(shield=True):

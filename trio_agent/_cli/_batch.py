@@ -25,7 +25,7 @@ from .._errors import one_exception
 from .._json import from_json
 from .._messages import Usage
 from .._model import Model
-from ..batch import BatchItem, BatchResult, BatchSummary, RateLimits, run_batch
+from ..batch import BatchItem, BatchResult, BatchSummary, RateLimits, _Counts, run_batch
 from ..providers import faux
 from ._cost import money
 
@@ -117,13 +117,29 @@ class Tally:
 
     def __init__(self, total: int) -> None:
         self.total = total
-        self.done = 0
-        self.failed = 0
-        self.aborted = 0
+        self.counts = _Counts(skipped=0)
         self.running: set[str] = set()
-        self.tokens = 0
-        self.cost = 0.0
         self.started = trio.current_time()
+
+    @property
+    def done(self) -> int:
+        return self.counts.done
+
+    @property
+    def failed(self) -> int:
+        return sum(self.counts.failed.values())
+
+    @property
+    def aborted(self) -> int:
+        return self.counts.aborted
+
+    @property
+    def tokens(self) -> int:
+        return self.counts.tokens
+
+    @property
+    def cost(self) -> float:
+        return self.counts.cost
 
     @property
     def ended(self) -> int:
@@ -134,14 +150,7 @@ class Tally:
 
     def add(self, result: BatchResult) -> None:
         self.running.discard(result.id)
-        if result.status == "done":
-            self.done += 1
-        elif result.status == "error":
-            self.failed += 1
-        else:
-            self.aborted += 1
-        self.tokens += result.usage.total_tokens
-        self.cost += result.usage.cost.total
+        self.counts.add(result)
 
     def rate(self) -> float:
         """Items ended a second since the start (0 before the first)."""
