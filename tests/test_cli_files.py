@@ -378,7 +378,7 @@ async def test_read_file_cuts_its_result_at_max_output_chars(tmp_path: Path) -> 
 
 
 def test_the_bounds_are_the_numbers_the_readme_states() -> None:
-    """README.md ("The command line") and the tools' descriptions state these numbers."""
+    """docs/security.md and the tools' descriptions state these numbers."""
     assert (MAX_OUTPUT_CHARS, MAX_ENTRIES, MAX_LINES, MAX_LINE_CHARS) == (50_000, 1000, 2000, 2000)
     assert (_files.MAX_READ_BYTES, _files.MAX_SEARCH_LINE_BYTES) == (1_000_000, 10_000)
     assert (_files.MAX_MATCHES, _files.MAX_SEARCH_FILES) == (100, 10_000)

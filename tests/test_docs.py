@@ -9,6 +9,7 @@ import importlib
 import inspect
 import re
 import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -66,6 +67,66 @@ def test_every_output_block_follows_a_python_block(page: Path) -> None:
     fences = len(_OUTPUT_FENCE.findall(page.read_text(encoding="utf-8")))
     checked = sum(output is not None for _, output in _blocks(page))
     assert fences == checked, "an ```output block must come right after a ```python block"
+
+
+README_MAX_LINES = 250
+
+
+def test_the_readme_is_read_in_five_minutes() -> None:
+    """The README is a front page that points onward, not a second guide."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines, more than {README_MAX_LINES}"
+
+
+# A link of Markdown, [text](target), outside code; a target is a path, an anchor, or both.
+_LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)\s]+)\)")
+_FENCE = re.compile(r"^```.*?^```[ \t]*$", re.DOTALL | re.MULTILINE)
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_HEADING = re.compile(r"^#{1,6} +(?P<title>.+?) *$", re.MULTILINE)
+
+
+def _prose(text: str) -> str:
+    """The text without its fenced blocks and code spans."""
+    return _CODE_SPAN.sub("", _FENCE.sub("", text))
+
+
+def _anchor(title: str) -> str:
+    """The anchor MkDocs gives a heading (Python-Markdown's toc slugify): the text as it
+    renders, lowercased, punctuation dropped, spaces to hyphens."""
+    ascii_text = unicodedata.normalize("NFKD", title.replace("`", "")).encode("ascii", "ignore")
+    text = re.sub(r"[^\w\s-]", "", ascii_text.decode("ascii")).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def _anchors(page: Path) -> set[str]:
+    return {
+        _anchor(match["title"])
+        for match in _HEADING.finditer(_FENCE.sub("", page.read_text(encoding="utf-8")))
+    }
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
+def test_every_link_reaches_its_page_and_heading(page: Path) -> None:
+    """A link between pages names a file that exists and, after ``#``, one of its headings;
+    a page of docs/ links only within docs/ (the site is built from docs/ alone, so a link
+    out of it is broken there: a file of the repository is named as code instead)."""
+    docs = ROOT / "docs"
+    problems = []
+    for match in _LINK.finditer(_prose(page.read_text(encoding="utf-8"))):
+        target = match["target"]
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:: another site
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if page.is_relative_to(docs) and not resolved.is_relative_to(docs):
+            problems.append(f"{target}: leaves docs/")
+        elif resolved.is_relative_to(docs / "reference"):
+            continue  # the API reference: mkdocs build --strict checks those links
+        elif not resolved.is_file():
+            problems.append(f"{target}: no such file")
+        elif anchor and (resolved.suffix != ".md" or anchor not in _anchors(resolved)):
+            problems.append(f"{target}: no heading with that anchor")
+    assert problems == [], f"{page.relative_to(ROOT)}: broken links:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize(("page", "index", "block", "output"), BLOCKS)

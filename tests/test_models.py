@@ -37,7 +37,7 @@ def test_the_catalog_comes_from_pi_ai_1_6_0() -> None:
 
 
 def test_the_catalog_keeps_pis_other_fields_as_pi_writes_them() -> None:
-    """README: ``promptCache`` and ``inputLimits`` are kept, unused."""
+    """docs/models.md: ``promptCache`` and ``inputLimits`` are kept, unused."""
     sonnet = _data()["models"]["anthropic"]["anthropic-messages"]["claude-sonnet-4-5"]
     assert sonnet["promptCache"] == {"short": 300, "long": 3600}
     assert sonnet["inputLimits"]["images"]["maxPerRequest"] == 100
