@@ -57,7 +57,7 @@ from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 
 __all__ = [
     "FauxCall",
-    "FauxModel",
+    "ScriptedModel",
     "Reply",
     "Script",
     "error",
@@ -212,7 +212,7 @@ class _Script:
 
 
 @attrs.frozen(kw_only=True, eq=False)
-class FauxModel(Model):
+class ScriptedModel(Model):
     """A :class:`~trio_agent.Model` that carries its script: made by
     :func:`trio_agent.providers.faux.model` (``trio_agent.testing.scripted_model``).
 
@@ -246,7 +246,7 @@ def model(
     pace: float | None = None,
     chunk_size: int | None = None,
     reasoning: bool = False,
-) -> FauxModel:
+) -> ScriptedModel:
     """A scripted model playing ``responses`` in order, one per call.
 
     ``pace``: deltas per second on Trio's clock (``None``: as fast as the loop
@@ -261,7 +261,7 @@ def model(
         raise ValueError(f"pace must be a positive number of deltas per second, not {pace!r}")
     if chunk_size is not None and chunk_size < 0:
         raise ValueError(f"chunk_size must be >= 0, not {chunk_size!r}")
-    return FauxModel(
+    return ScriptedModel(
         id=id,
         api="faux",
         provider=provider,
@@ -319,7 +319,7 @@ async def stream(
             emit,
             f"model {model.id!r} has no script: make it with trio_agent.providers.faux.model()",
         )
-    assert isinstance(model, FauxModel)
+    assert isinstance(model, ScriptedModel)
     index = script.next
     script.calls.append(_faux_call(model, context, options))
     if index >= len(script.responses):
