@@ -591,7 +591,8 @@ class Agent:
             self._undelivered = (event, listeners)
 
     async def _deliver_undelivered(self, error: Exception | None) -> Exception | None:
-        """Deliver the undelivered event, if there is one; the run's failure, as :meth:`_deliver`."""
+        """Deliver the undelivered event, if there is one; the run's failure, as
+        :meth:`_deliver`."""
         undelivered, self._undelivered = self._undelivered, None
         if undelivered is None:
             return error

@@ -145,6 +145,30 @@ def exception_text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def batch_mode(
+    message: AssistantMessage,
+    calls: tuple[ToolCall, ...],
+    tool_execution: Literal["parallel", "sequential"],
+    sequential_tools: frozenset[str],
+) -> BatchMode:
+    """How the calls of ``message`` run: the one place that says it.
+
+    ``"truncated"`` when the message stopped for ``length`` (no call runs);
+    ``"sequential"`` when the run's ``tool_execution`` says so or a called tool's
+    ``execution_mode`` is ``"sequential"`` (its name is in ``sequential_tools``);
+    else ``"parallel"``. Within a batch, which task runs a call and what holds it
+    back is :func:`_executor`'s and :meth:`ToolCalls.run`'s (a call that runs alone
+    runs in the loop task).
+    """
+    if message.stop_reason == "length":
+        return "truncated"
+    if tool_execution == "sequential":
+        return "sequential"
+    if sequential_tools and not sequential_tools.isdisjoint([call.name for call in calls]):
+        return "sequential"
+    return "parallel"
+
+
 def _truncated_text(name: str) -> str:
     return (
         f'Tool call "{name}" was not executed: the response hit the output token limit, '
@@ -396,19 +420,37 @@ async def _execute_limited(
     default_limit: float | None,
     now: Callable[[], float],
 ) -> None:
-    """:func:`_execute` holding a slot of the tool's limiter. The call borrows on its own
-    behalf (its ``CallState``), so one task may hold slots for several calls."""
+    """:func:`_execute` holding a slot of the tool's limiter (it has one). The call borrows
+    on its own behalf (its ``CallState``), so one task may hold slots for several calls."""
     tool = state.tool
     assert tool is not None
     limiter = tool.limiter
-    if limiter is None:
-        await _execute(state, on_update, default_limit, now)
-        return
+    assert limiter is not None
     await limiter.acquire_on_behalf_of(state)
     try:
         await _execute(state, on_update, default_limit, now)
     finally:
         limiter.release_on_behalf_of(state)
+
+
+_Executor = Callable[
+    [CallState, Callable[[ToolResult], None], float | None, Callable[[], float]], Awaitable[None]
+]
+
+
+def _executor(tool: AgentTool, turns: _Turns | None = None) -> _Executor:
+    """What executes a prepared call of ``tool``: the one place that chooses.
+
+    The run's ``max_parallel_tools`` cap, when it binds on the batch (``turns``): the
+    call waits for its turn (then as below); else the tool's ``limiter``, when it has
+    one: :func:`_execute_limited`; else :func:`_execute`. Each is called as
+    ``await executor(state, on_update, default_limit, now)``.
+    """
+    if turns is not None:
+        return turns.run
+    if tool.limiter is not None:
+        return _execute_limited
+    return _execute
 
 
 class _Turns:
@@ -434,8 +476,10 @@ class _Turns:
         gate = self._gates.get(state.index)
         if gate is not None:
             await gate.wait()  # a call cancelled here never had a slot: it frees none
+        tool = state.tool
+        assert tool is not None
         try:
-            await _execute_limited(state, on_update, default_limit, now)
+            await _executor(tool)(state, on_update, default_limit, now)
         finally:
             if self._queue:
                 self._queue.pop().set()
@@ -593,10 +637,7 @@ class ToolCalls:
         await host.stop_if_cancelled()  # an abort starts no further tool
         tool = state.tool
         assert tool is not None
-        if tool.limiter is None:
-            await _execute(state, on_update, host.config.tool_time_limit, self._now)
-        else:
-            await _execute_limited(state, on_update, host.config.tool_time_limit, self._now)
+        await _executor(tool)(state, on_update, host.config.tool_time_limit, self._now)
         pump = self._pump
         if pump is not None and pump.backlog:
             await pump.wait_drained()
@@ -631,12 +672,7 @@ class ToolCalls:
             assert tool is not None
             # A call waiting for a slot has started (its start is emitted); after an
             # abort, closing_batch_events answers it like any unfinished call.
-            if turns is not None:
-                await turns.run(state, on_update, default_limit, now)
-            elif tool.limiter is None:
-                await _execute(state, on_update, default_limit, now)
-            else:
-                await _execute_limited(state, on_update, default_limit, now)
+            await _executor(tool, turns)(state, on_update, default_limit, now)
             # The buffer is unbounded: reporting never blocks and never checkpoints,
             # so a call that finished (even in a shield, after an abort) has its
             # outcome in its slot whatever happens to the loop task.
@@ -834,7 +870,9 @@ async def run_tool_call(
             if state.accepting:
                 report(partial)
 
-        await _execute_limited(state, update, time_limit, timer())
+        tool = state.tool
+        assert tool is not None
+        await _executor(tool)(state, update, time_limit, timer())
         if after_tool_call is not None:
             await _finalize(caller, batch, state)
     result = state.result

@@ -68,7 +68,14 @@ from ._events import (
     TurnEnd,
     TurnStart,
 )
-from ._execution import ABORTED, Batch, BatchMode, ToolCalls, closing_batch_events, error_result
+from ._execution import (
+    ABORTED,
+    Batch,
+    ToolCalls,
+    batch_mode,
+    closing_batch_events,
+    error_result,
+)
 from ._frozen import maker
 from ._messages import (
     AgentMessage,
@@ -78,7 +85,6 @@ from ._messages import (
     Message,
     StopReason,
     SystemMessage,
-    ToolCall,
     ToolResultMessage,
     UserMessage,
     system_prompt,
@@ -621,21 +627,12 @@ class Run:
         if final.stop_reason != "error" and final.stop_reason != "aborted":
             calls = final.tool_calls
             if calls:
-                turn.batch = Batch(final, calls, self._batch_mode(final, calls))
+                mode = batch_mode(final, calls, self.config.tool_execution, self.sequential_tools)
+                turn.batch = Batch(final, calls, mode)
         if not started:
             yield self.open(_MessageOwed(final), MessageStart(final))
             self.owed.pop()
         yield MessageEnd(final)
-
-    def _batch_mode(self, message: AssistantMessage, calls: tuple[ToolCall, ...]) -> BatchMode:
-        if message.stop_reason == "length":
-            return "truncated"
-        if self.config.tool_execution == "sequential":
-            return "sequential"
-        sequential = self.sequential_tools
-        if sequential and not sequential.isdisjoint([call.name for call in calls]):
-            return "sequential"
-        return "parallel"
 
     def _admit(self, batch: Batch) -> None:
         """Answer the calls of ``batch`` past the run's tool-call budget with an error (they

@@ -57,9 +57,9 @@ from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 
 __all__ = [
     "FauxCall",
-    "ScriptedModel",
     "Reply",
     "Script",
+    "ScriptedModel",
     "error",
     "model",
     "reply",

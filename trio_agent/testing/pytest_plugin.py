@@ -75,7 +75,7 @@ from .._events import AgentEvent
 from .._messages import AssistantMessage
 from .._model import Model
 from .._tools import AgentTool
-from ..providers.faux import ScriptedModel, Reply, Script
+from ..providers.faux import Reply, Script, ScriptedModel
 from ..providers.faux import model as _scripted_model
 from ._checks import EventRecorder, agent_problems, check_event_grammar, split_runs
 from ._sse_server import SSEServer, open_sse_server
