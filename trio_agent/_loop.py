@@ -53,6 +53,7 @@ from ._config import (
     TurnDecision,
     check_messages,
     check_run_arguments,
+    stream_options,
 )
 from ._errors import ListenerFailed, one_exception
 from ._events import (
@@ -566,23 +567,11 @@ class Run:
         return view
 
     def _stream_options(self, api_key: str | None) -> StreamOptions:
+        """The request's options: made on the run's first request, and again only when the
+        key or the thinking level has changed."""
         options = self._options
         if options is None or options.api_key != api_key:
-            config = self.config
-            options = StreamOptions(
-                api_key=api_key,
-                temperature=config.temperature,
-                max_tokens=config.max_tokens,
-                reasoning=self.reasoning,
-                session_id=config.session_id,
-                cache_retention=config.cache_retention,
-                headers=config.headers,
-                max_retries=config.max_retries,
-                max_retry_delay=config.max_retry_delay,
-                timeouts=config.timeouts,
-                thinking_level=self.reasoning or "off",
-            )
-            self._options = options
+            options = self._options = stream_options(self.config, api_key, self.reasoning)
         return options
 
     async def _on_stream_event(self, event: AssistantMessageEvent) -> None:
