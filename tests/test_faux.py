@@ -458,7 +458,7 @@ async def test_a_model_without_script_is_an_error_message() -> None:
         model="plain",
         stop_reason="error",
         error_message=(
-            "model 'plain' has no script: make it with trio_agent.providers.faux.model()"
+            "model 'plain' has no script: make it with trio_agent.testing.scripted_model()"
         ),
         timestamp=0,
     )
