@@ -821,25 +821,39 @@ async def run_tool_call(
     on_update: Callable[[ToolResult], None] | None = None,
     time_limit: float | None = None,
 ) -> ToolCallOutcome:
-    """Run one tool call through the steps of a call the model makes: find the tool in
-    ``tools`` (the first of its name), ``prepare_arguments``, validate the arguments,
-    ``before_tool_call``, ``execute``, ``after_tool_call``, with the code the loop runs.
+    """Run one tool call through the steps of a call the model makes, with the code the
+    loop runs: find the tool in ``tools`` (the first of its name), ``prepare_arguments``,
+    validate the arguments, ``before_tool_call``, ``execute``, ``after_tool_call``.
 
     For a tool that calls other tools: pass the run's hooks (a permission check in
-    ``before_tool_call``, say) and they apply to those calls too. ``assistant_message``
-    and ``context`` are what the hooks see. ``on_update`` gets the tool's progress
-    reports (until ``execute`` returns). ``time_limit`` (seconds) bounds ``execute`` as a
-    run's ``tool_time_limit`` does (the tool's own ``time_limit`` wins), and the tool's
-    ``limiter`` is held around it.
+    ``before_tool_call``, say) and they apply to those calls too. Emits no event and
+    adds no message.
 
-    Emits no event and adds no message. Never raises for a failure of the call: an
-    unknown tool, invalid arguments, a block, a hook's or the tool's exception, a
-    returned ``is_error``, a timeout all come back as an outcome with ``is_error``.
-    Raises ``TypeError`` for a hook that is not async, a ``tool_call`` that is not a
-    ``ToolCall`` or a tool that is not an ``AgentTool``, and ``ValueError`` for a
-    ``time_limit`` that is not a positive finite number. Cancellation is the caller's
-    scope: checked before the hooks run, after ``before_tool_call`` and before
-    ``execute``; when it cancels, ``Cancelled`` propagates and nothing is returned.
+    Args:
+        tool_call: the call to run.
+        tools: the tools to find it among (the first of its name is used).
+        assistant_message: the message the call is part of, as the hooks see it.
+        context: the context the hooks see.
+        before_tool_call: may block the call (its result is then the block's).
+        after_tool_call: may override the result.
+        on_update: gets the tool's progress reports, until ``execute`` returns.
+        time_limit: seconds that bound ``execute``, as a run's ``tool_time_limit``
+            does (the tool's own ``time_limit`` wins); the tool's ``limiter`` is held
+            around it.
+
+    Returns:
+        A :class:`ToolCallOutcome`. A failure of the call is one, with ``is_error``:
+        an unknown tool, invalid arguments, a block, a hook's or the tool's
+        exception, a returned ``is_error``, a timeout.
+
+    Raises:
+        TypeError: a hook that is not async, a ``tool_call`` that is not a
+            ``ToolCall`` or a tool that is not an ``AgentTool``.
+        ValueError: a ``time_limit`` that is not a positive finite number.
+
+    Cancellation is the caller's scope: checked before the hooks run, after
+    ``before_tool_call`` and before ``execute``; when it cancels, ``Cancelled``
+    propagates and nothing is returned.
     """
     check_time_limit(time_limit, "run_tool_call: time_limit")
     if not isinstance(tool_call, ToolCall):

@@ -140,19 +140,37 @@ async def run_agent_loop(
     Emits ``agent_start``, ``turn_start``, ``message_start`` / ``message_end``
     for each prompt, then runs turns — stream a reply, execute its tool calls,
     feed the results back — until the model stops, a hook stops the run, or
-    ``abort`` is cancelled. ``emit`` is awaited for every event, in order
-    (a slow listener slows the run). ``context`` is not changed: the run works
-    on a copy, and returns the messages it added (the prompts first).
-    ``stream_fn`` defaults to :func:`trio_agent.providers.stream`.
+    ``abort`` is cancelled. ``context`` is not changed: the run works on a copy.
+
+    Args:
+        prompts: the messages that start the run (a sequence of messages).
+        context: the system prompt, the transcript and the tools of the run.
+        config: the model, the request options and the hooks.
+        emit: the listener, awaited for every event, in order (a slow listener
+            slows the run).
+        abort: the scope that aborts the run; one scope serves one run. ``None``:
+            the run makes its own.
+        stream_fn: what streams each reply; ``None``:
+            :func:`trio_agent.providers.stream` (the stream function registered for
+            the model's ``api``).
+
+    Returns:
+        The messages the run added, the prompts first.
+
+    Raises:
+        TypeError: an argument of the wrong kind, before anything is emitted.
+        UnknownApiError: no ``stream_fn``, and no stream function registered for
+            ``config.model.api``, before anything is emitted.
+        RuntimeError: ``abort`` was already used by another run.
+        Exception: what ``emit`` or a hook other than the tool hooks raised: it ends
+            the run and propagates unchanged, never as an exception group.
 
     Cancellation: ``abort.cancel()`` (from any task, even before the run
     starts) ends the run promptly and normally — the partial reply is kept
     with ``stop_reason="aborted"``, every tool call gets a result ("Operation
     aborted" if it had none), and the events a listener expects follow (loop.md
     §6). A cancellation from outside the run, or ``KeyboardInterrupt``,
-    propagates at once. An exception from ``emit`` or from a hook other than
-    the tool hooks ends the run and propagates unchanged, never as an
-    exception group. Always a checkpoint.
+    propagates at once. Always a checkpoint, a refusal of the arguments too.
     """
     try:
         check_messages("prompts", prompts)
@@ -177,12 +195,27 @@ async def run_agent_loop_continue(
 
     Used to retry after an error or to resume a saved transcript that ends
     with a user message or tool results. Emits ``agent_start`` and
-    ``turn_start``, then runs turns as :func:`run_agent_loop` does, and
-    returns the new messages. Raises ``ValueError("Cannot continue: no
-    messages in context")`` (system messages alone are none) or
-    ``ValueError("Cannot continue from message role: assistant")`` (the last
-    message that is not a system message decides) before emitting anything.
-    Cancellation and errors as for :func:`run_agent_loop`. Always a checkpoint.
+    ``turn_start``, then runs turns as :func:`run_agent_loop` does.
+
+    Args:
+        context: the system prompt, the transcript to continue and the tools.
+        config: as for :func:`run_agent_loop`.
+        emit: as for :func:`run_agent_loop`.
+        abort: as for :func:`run_agent_loop`.
+        stream_fn: as for :func:`run_agent_loop`.
+
+    Returns:
+        The messages the run added.
+
+    Raises:
+        ValueError: ``"Cannot continue: no messages in context"`` (system messages
+            alone are none) or ``"Cannot continue from message role: assistant"``
+            (the last message that is not a system message decides), before
+            anything is emitted.
+        TypeError: as for :func:`run_agent_loop`; and ``UnknownApiError``,
+            ``RuntimeError`` and the exceptions of ``emit`` and the hooks.
+
+    Cancellation as for :func:`run_agent_loop`. Always a checkpoint.
     """
     try:
         check_run_arguments(context, config, emit)
