@@ -282,7 +282,9 @@ class Agent:
         if not isinstance(model, Model):
             raise TypeError(f"model must be a trio_agent.Model, not {model!r:.80}")
         # A config made now checks every hook and option once, with clear errors; each
-        # run's config is a copy of it (_loop_config).
+        # run's config is a copy of it (_loop_config). The option keywords above are the
+        # config's fields but _PER_RUN_FIELDS, with their types and defaults: typed here
+        # for callers, and checked against the fields by the tests.
         options = {name: keywords[name] for name in _OPTIONS}
         options["headers"] = dict(headers or {})
         self._config = AgentLoopConfig(model=model, **options)

@@ -656,6 +656,8 @@ class Run:
             self.owed.pop()
         yield MessageEnd(final)
 
+    # -- after the reply: the budget, the hooks, the results ---------------------------------
+
     def _admit(self, batch: Batch) -> None:
         """Answer the calls of ``batch`` past the run's tool-call budget with an error (they
         do not run); count the calls of a batch that runs (a truncated one runs none)."""
