@@ -410,8 +410,8 @@ async def test_calls_are_recorded() -> None:
     await play(model, CONTEXT, options)
     await play(model, other_context)
     expected = [
-        faux.FauxCall(model=model, context=CONTEXT, options=options),
-        faux.FauxCall(model=model, context=other_context, options=StreamOptions()),
+        faux.ScriptedCall(model=model, context=CONTEXT, options=options),
+        faux.ScriptedCall(model=model, context=other_context, options=StreamOptions()),
     ]
     assert expected == model.calls
 

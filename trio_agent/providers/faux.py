@@ -58,9 +58,9 @@ from .._model import Model
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 
 __all__ = [
-    "FauxCall",
     "Reply",
     "Script",
+    "ScriptedCall",
     "ScriptedModel",
     "error",
     "model",
@@ -201,7 +201,7 @@ def error(
 
 
 @attrs.frozen(kw_only=True)
-class FauxCall:
+class ScriptedCall:
     """One call of the stream function, as the scripted model received it: the ``model``,
     the :class:`~trio_agent.LlmContext` and the :class:`~trio_agent.StreamOptions` it was
     given (``trio_agent.testing.ScriptedCall``). A :class:`ScriptedModel` keeps them in
@@ -212,7 +212,7 @@ class FauxCall:
     options: StreamOptions
 
 
-_faux_call: Callable[[Model, LlmContext, StreamOptions], FauxCall] = maker(FauxCall)
+_scripted_call: Callable[[Model, LlmContext, StreamOptions], ScriptedCall] = maker(ScriptedCall)
 
 
 class _Script:
@@ -222,7 +222,7 @@ class _Script:
 
     def __init__(self, responses: Iterable[Script]) -> None:
         self.responses = list(responses)
-        self.calls: list[FauxCall] = []
+        self.calls: list[ScriptedCall] = []
         self.next = 0
 
 
@@ -232,7 +232,7 @@ class ScriptedModel(Model):
     :func:`trio_agent.testing.scripted_model` makes.
 
     ``add(*responses)`` appends to the script, ``calls`` is every call received (a
-    :class:`FauxCall` each), ``remaining`` the replies not played yet. ``pace`` and
+    :class:`ScriptedCall` each), ``remaining`` the replies not played yet. ``pace`` and
     ``chunk_size`` are the defaults of its replies (see :func:`model`). Copies made with
     :func:`attrs.evolve` share the script and the record.
     """
@@ -242,7 +242,7 @@ class ScriptedModel(Model):
     _script: _Script = attrs.field(factory=lambda: _Script(()), alias="script")
 
     @property
-    def calls(self) -> list[FauxCall]:
+    def calls(self) -> list[ScriptedCall]:
         """Every call received so far, in order."""
         return self._script.calls
 
@@ -365,7 +365,7 @@ async def stream(
         )
     assert isinstance(model, ScriptedModel)
     index = script.next
-    script.calls.append(_faux_call(model, context, options))
+    script.calls.append(_scripted_call(model, context, options))
     if index >= len(script.responses):
         # Not advancing ``next``: a reply added later (``model.add``) is played
         # by the next call instead of being skipped.
