@@ -10,9 +10,9 @@ The file reads in the order a run happens:
            async with trio.open_nursery():  # child tasks: parallel tools, the update pump
                ... turns ...
 
-2. **The live path**, :meth:`Run.main` and the steps it calls, in call order: a
-   turn (:meth:`Run._turn`) opens, announces the pending messages, asks the hooks,
-   streams the reply (:meth:`Run._stream_reply`), executes its tool calls
+2. **The live path** (loop.md §4), :meth:`Run.main` and the steps it calls, in call
+   order: a turn (:meth:`Run._turn`) opens, announces the pending messages, asks the
+   hooks, streams the reply (:meth:`Run._stream_reply`), executes its tool calls
    (:mod:`._execution`) and ends; then the steering and follow-up polls decide
    whether another turn follows.
 3. **The record of what a run owes**: what the run has opened (its opening event
