@@ -1,6 +1,6 @@
 """Tool execution: one batch of tool calls from one assistant message (loop.md §5).
 
-A batch runs in one of three ways:
+A batch runs in one of three ways (:func:`batch_mode` chooses which):
 
 * **truncated** — the message stopped for ``length``: no call runs, each gets
   the truncation error (start, end, result message, one call after another);
@@ -18,6 +18,8 @@ slot (:class:`CallState`) and then reports over a memory channel, and the loop
 task — the only task that emits while they run — emits their updates and ends
 as they arrive, then the result messages in source order. A call running in
 the loop task reports progress through the run's update pump (:mod:`._pump`).
+In either task, :func:`_executor` chooses what executes a call: its turn under
+the run's cap, its tool's limiter, or the tool alone.
 
 Hooks run in the loop task only: ``before_tool_call`` while the calls are
 prepared, ``after_tool_call`` when the loop takes a finished call in (so
