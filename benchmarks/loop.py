@@ -180,7 +180,7 @@ async def _spawn_and_send(count: int) -> None:
 # --- figures --------------------------------------------------------------------------------------
 
 
-def _b1_model(turns: int) -> faux.FauxModel:
+def _b1_model(turns: int) -> faux.ScriptedModel:
     call = faux.reply(faux.tool_call("noop", {}, id="t"))
     return faux.model([*([call] * turns), "done"])
 

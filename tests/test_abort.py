@@ -56,7 +56,7 @@ def calls(*specs: tuple[str, int]) -> faux.Reply:
 
 
 async def run(
-    model: faux.FauxModel,
+    model: faux.ScriptedModel,
     abort: trio.CancelScope,
     on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
     tools: list[AgentTool] | None = None,
@@ -262,7 +262,7 @@ async def test_abort_from_a_listener_is_noticed_before_the_next_event() -> None:
     assert len(model.calls) == 1
 
 
-def _two_echo_calls() -> faux.FauxModel:
+def _two_echo_calls() -> faux.ScriptedModel:
     calls = (faux.tool_call("echo", {"value": v}, id=f"t{v}") for v in "12")
     return faux.model([faux.reply(*calls), "done"])
 

@@ -4,7 +4,7 @@ A listener that raises fails the run, but only after the listeners after it
 have heard the event; the run's closing events go to every listener, the one
 that raised included; the first exception is re-raised, the later ones are
 notes on it. A listener cut short by the run's own cancellation (an abort)
-leaves the event owed to the listeners after it, who get it when the run
+leaves the event undelivered to the listeners after it, who get it when the run
 closes. A cancellation from outside, or ``KeyboardInterrupt``, propagates at
 once and nobody is called after it.
 """
@@ -175,7 +175,9 @@ async def test_a_listener_subscribed_twice_is_told_twice_and_unsubscribed_at_onc
 # --- a listener cut short by a cancellation -------------------------------------------------------
 
 
-async def test_a_listener_cut_short_by_an_abort_leaves_the_event_owed_to_the_others() -> None:
+async def test_a_listener_cut_short_by_an_abort_leaves_the_event_undelivered_to_the_others() -> (
+    None
+):
     agent = Agent(faux.model(["hello"]))
     cut: list[str] = []
 
@@ -235,7 +237,7 @@ async def test_an_abort_while_agent_end_is_told_still_lets_every_listener_hear_i
     check_event_grammar(recorder.events)
 
 
-async def test_a_listener_failing_on_the_owed_event_fails_the_run_after_the_others_heard_it(
+async def test_a_listener_failing_on_the_undelivered_event_fails_the_run_after_the_others_heard_it(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     async def slow(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
@@ -254,7 +256,9 @@ async def test_a_listener_failing_on_the_owed_event_fails_the_run_after_the_othe
         if event.type == "tool_execution_update":
             agent.abort()
             try:
-                await trio.lowlevel.checkpoint()  # cut short: the update is owed to the others
+                await (
+                    trio.lowlevel.checkpoint()
+                )  # cut short: the update is undelivered to the others
             except trio.Cancelled:
                 cut.append(event.type)
                 raise

@@ -54,7 +54,7 @@ def with_usage(reply: faux.Reply, usage: Usage) -> faux.Reply:
 
 
 async def run(
-    model: faux.FauxModel,
+    model: faux.ScriptedModel,
     budget: Budget | None,
     tools: Sequence[Any] = (ECHO,),
     **config: Any,

@@ -410,8 +410,8 @@ async def test_calls_are_recorded() -> None:
     await play(model, CONTEXT, options)
     await play(model, other_context)
     expected = [
-        faux.FauxCall(model=model, context=CONTEXT, options=options),
-        faux.FauxCall(model=model, context=other_context, options=StreamOptions()),
+        faux.ScriptedCall(model=model, context=CONTEXT, options=options),
+        faux.ScriptedCall(model=model, context=other_context, options=StreamOptions()),
     ]
     assert expected == model.calls
 
@@ -458,7 +458,7 @@ async def test_a_model_without_script_is_an_error_message() -> None:
         model="plain",
         stop_reason="error",
         error_message=(
-            "model 'plain' has no script: make it with trio_agent.providers.faux.model()"
+            "model 'plain' has no script: make it with trio_agent.testing.scripted_model()"
         ),
         timestamp=0,
     )

@@ -266,7 +266,7 @@ def test_a_maker_makes_the_plain_attrs_classes_the_loop_makes_with_it() -> None:
     assert made_again(context) == context
     assert type(made_again(context)) is trio_agent.LlmContext
     model = faux.model(["ok"])
-    call = faux.FauxCall(model=model, context=context, options=trio_agent.StreamOptions())
+    call = faux.ScriptedCall(model=model, context=context, options=trio_agent.StreamOptions())
     assert made_again(call) == call
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         made_again(call).model = model

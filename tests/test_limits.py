@@ -86,7 +86,7 @@ async def run(
     tools: list[AgentTool],
     abort: trio.CancelScope | None = None,
     **config: Any,
-) -> tuple[list[AgentMessage], EventRecorder, faux.FauxModel]:
+) -> tuple[list[AgentMessage], EventRecorder, faux.ScriptedModel]:
     recorder = EventRecorder()
     model = faux.model(replies)
     messages = await run_agent_loop(

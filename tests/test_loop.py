@@ -47,7 +47,7 @@ def hi() -> list[AgentMessage]:
 
 
 async def run(
-    model: faux.FauxModel,
+    model: faux.ScriptedModel,
     prompts: Sequence[AgentMessage] | None = None,
     context: AgentContext | None = None,
     **config: Any,

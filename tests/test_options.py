@@ -1,5 +1,6 @@
 """The run options are declared once, as the fields of AgentLoopConfig: the Agent's keywords,
-its copy into each run's config and the API reference follow them."""
+its copy into each run's config, each request's StreamOptions and the API reference follow
+them."""
 
 from __future__ import annotations
 
@@ -15,14 +16,18 @@ import pytest
 
 from trio_agent import (
     Agent,
+    AgentContext,
     AgentLoopConfig,
     Budget,
+    RequestUpdate,
     StreamOptions,
     TextContent,
     Timeouts,
     UserMessage,
     default_convert_to_llm,
+    run_agent_loop,
 )
+from trio_agent._config import REQUEST_OPTIONS
 from trio_agent.providers import faux
 
 API_REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "api.md"
@@ -42,7 +47,32 @@ AGENT_ONLY = frozenset(
         "follow_up_mode",
     }
 )
+# The config fields a request does not carry: what the loop itself does with them.
+LOOP_ONLY = frozenset(
+    {
+        "model",
+        "tool_execution",
+        "tool_time_limit",
+        "max_parallel_tools",
+        "budget",
+        "convert_to_llm",
+        "transform_context",
+        "get_api_key",
+        "get_steering_messages",
+        "get_follow_up_messages",
+        "before_tool_call",
+        "after_tool_call",
+        "should_stop_after_turn",
+        "prepare_next_turn",
+        "prepare_request",
+        "finish_turn",
+    }
+)
+# The fields of StreamOptions made for each request: the key (get_api_key's, else the
+# config's), the thinking level the run asks for now, and the level the reply records.
+PER_REQUEST = frozenset({"api_key", "reasoning", "thinking_level"})
 FIELDS = {field.name: field for field in attrs.fields(AgentLoopConfig)}
+STREAM_FIELDS = {field.name: field for field in attrs.fields(StreamOptions)}
 OPTIONS = sorted(FIELDS.keys() - PER_RUN)
 
 
@@ -175,6 +205,65 @@ def test_the_api_reference_says_what_the_agent_does_with_the_other_keywords_and_
     text = _entry("#### `Agent(")
     assert _mentions(text, "AgentLoopConfig")
     assert [name for name in sorted(AGENT_ONLY | PER_RUN) if not _mentions(text, name)] == []
+
+
+# -- each request's options ------------------------------------------------------------------------
+
+
+def test_each_config_field_is_a_request_option_or_the_loops_own() -> None:
+    request = {*REQUEST_OPTIONS, "api_key", "reasoning"}
+    assert len(REQUEST_OPTIONS) == len(set(REQUEST_OPTIONS))
+    assert request.isdisjoint(LOOP_ONLY)
+    assert sorted(FIELDS) == sorted(request | LOOP_ONLY)
+
+
+def test_stream_options_are_the_request_options_and_those_made_per_request() -> None:
+    assert set(REQUEST_OPTIONS).isdisjoint(PER_REQUEST)
+    assert sorted(STREAM_FIELDS) == sorted({*REQUEST_OPTIONS, *PER_REQUEST})
+
+
+@pytest.mark.parametrize("name", [*REQUEST_OPTIONS, "api_key", "reasoning"])
+def test_each_request_option_has_the_type_and_default_of_its_config_field(name: str) -> None:
+    stream_types = typing.get_type_hints(StreamOptions)
+    config_types = typing.get_type_hints(AgentLoopConfig)
+    assert (stream_types[name], STREAM_FIELDS[name].default) == (
+        config_types[name],
+        FIELDS[name].default,
+    )
+
+
+@pytest.mark.parametrize("name", [*REQUEST_OPTIONS, "api_key"])
+async def test_each_request_option_given_to_an_agent_reaches_each_request(name: str) -> None:
+    model = faux.model(["one", "two"])
+    agent = Agent(model, thinking_level="high", **{name: SAMPLES[name]})
+    await agent.prompt("hi")
+    await agent.prompt("again")
+    for call in model.calls:
+        options = call.options
+        assert getattr(options, name) == SAMPLES[name]
+        others = [other for other in REQUEST_OPTIONS if other != name]
+        assert [getattr(options, other) for other in others] == [
+            FIELDS[other].default if other != "headers" else {} for other in others
+        ]
+        assert (options.reasoning, options.thinking_level) == ("high", "high")
+
+
+async def test_a_thinking_level_a_hook_sets_reaches_the_next_request() -> None:
+    model = faux.model(["one", "two"])
+
+    async def lower(request: Any) -> Any:
+        return RequestUpdate(thinking_level="off") if len(model.calls) == 1 else None
+
+    config = AgentLoopConfig(model=model, reasoning="high", prepare_request=lower)
+    agent_context = AgentContext()
+    await run_agent_loop([UserMessage.text("hi")], agent_context, config, _ignore)
+    await run_agent_loop([UserMessage.text("again")], agent_context, config, _ignore)
+    levels = [(call.options.reasoning, call.options.thinking_level) for call in model.calls]
+    assert levels == [("high", "high"), (None, "off")]
+
+
+async def _ignore(event: object) -> None:
+    pass
 
 
 # -- the request options a config refuses ----------------------------------------------------------

@@ -106,7 +106,7 @@ async def test_a_model_without_a_script_ends_with_an_error_reply() -> None:
     assert isinstance(last, AssistantMessage)
     assert (last.stop_reason, last.error_message) == (
         "error",
-        "model 'bare' has no script: make it with trio_agent.providers.faux.model()",
+        "model 'bare' has no script: make it with trio_agent.testing.scripted_model()",
     )
 
 

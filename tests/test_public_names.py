@@ -77,7 +77,7 @@ def test_public_classes_and_functions_report_a_public_module(package: ModuleType
         (trio_agent.models.find, "trio_agent.models", "find"),
         (trio_agent.models.FrozenMapping, "trio_agent.models", "FrozenMapping"),
         # Defined in a public module, or exported under another name: left alone.
-        (trio_agent.testing.ScriptedModel, "trio_agent.providers.faux", "FauxModel"),
+        (trio_agent.testing.ScriptedModel, "trio_agent.providers.faux", "ScriptedModel"),
         (trio_agent.testing.reply, "trio_agent.providers.faux", "reply"),
         (trio_agent.models.list, "trio_agent._catalog", "list_models"),
     ],

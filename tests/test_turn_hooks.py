@@ -80,7 +80,7 @@ class Log:
 
 
 async def run(
-    model: faux.FauxModel,
+    model: faux.ScriptedModel,
     log: Log,
     prompts: Sequence[AgentMessage] | None = None,
     **config: Any,
@@ -95,7 +95,7 @@ async def run(
     return messages
 
 
-def echo_then(*replies: faux.Script) -> faux.FauxModel:
+def echo_then(*replies: faux.Script) -> faux.ScriptedModel:
     return faux.model([faux.reply(faux.tool_call("echo", {"value": "v"}, id="t1")), *replies])
 
 

@@ -282,7 +282,9 @@ class Agent:
         if not isinstance(model, Model):
             raise TypeError(f"model must be a trio_agent.Model, not {model!r:.80}")
         # A config made now checks every hook and option once, with clear errors; each
-        # run's config is a copy of it (_loop_config).
+        # run's config is a copy of it (_loop_config). The option keywords above are the
+        # config's fields but _PER_RUN_FIELDS, with their types and defaults: typed here
+        # for callers, and checked against the fields by the tests.
         options = {name: keywords[name] for name in _OPTIONS}
         options["headers"] = dict(headers or {})
         self._config = AgentLoopConfig(model=model, **options)
@@ -298,8 +300,8 @@ class Agent:
         self._follow_ups = _Queue(_check_mode("follow_up_mode", follow_up_mode))
         self._listeners: tuple[AgentListener, ...] = ()
         # An event whose delivery a cancellation cut short, and the listeners
-        # still owed it (see _process).
-        self._owed: tuple[AgentEvent, tuple[AgentListener, ...]] | None = None
+        # not told it yet (see _process).
+        self._undelivered: tuple[AgentEvent, tuple[AgentListener, ...]] | None = None
         self._run: _ActiveRun | None = None
         self._streaming: MessageStart | MessageUpdate | None = None
         # The calls started and not ended, by id: how many (a model may give two calls one id).
@@ -513,11 +515,12 @@ class Agent:
         This runs for every event; when no listener fails, the loop is all it
         costs (a ``try`` costs nothing until something raises). A listener's
         exception leaves the listeners after it still to tell (:meth:`_deliver`)
-        before it is raised; a cancellation leaves them owed the event
-        (:meth:`_owe`), which they get before the next event (:meth:`_pay_then_process`).
+        before it is raised; a cancellation leaves the event undelivered to
+        them (:meth:`_keep_undelivered`); they get it before the next event
+        (:meth:`_deliver_then_process`).
         """
-        if self._owed is not None:
-            await self._pay_then_process(event)
+        if self._undelivered is not None:
+            await self._deliver_then_process(event)
             return
         self._reduce(event)
         listeners = self._listeners
@@ -532,7 +535,7 @@ class Agent:
                 error = exc
                 break
             except trio.Cancelled:
-                self._owe(event, listeners[index:])
+                self._keep_undelivered(event, listeners[index:])
                 raise
         else:
             return
@@ -556,7 +559,7 @@ class Agent:
         propagates. So does ``Cancelled`` while the run closes (it can only
         come from outside then); during the run, with ``error`` to raise, a
         ``Cancelled`` (an abort, or a failure elsewhere in the run) leaves the
-        rest owed the event and returns: the caller raises ``error``, what the
+        event undelivered to the rest and returns: the caller raises ``error``, what the
         run failed of, and the scope that was cancelled stays cancelled.
         """
         for index, listener in enumerate(listeners):
@@ -578,28 +581,29 @@ class Agent:
             except trio.Cancelled:  # noqa: ASYNC103  # re-raised, or error raised in its place
                 if closing or error is None:
                     raise
-                self._owe(event, listeners[index + 1 :])
+                self._keep_undelivered(event, listeners[index + 1 :])
                 return error  # noqa: ASYNC104  # the caller raises error, the scope stays cancelled
         return error
 
-    def _owe(self, event: AgentEvent, listeners: tuple[AgentListener, ...]) -> None:
+    def _keep_undelivered(self, event: AgentEvent, listeners: tuple[AgentListener, ...]) -> None:
         """A cancellation cut the delivery of ``event`` short: ``listeners`` still get
         it, first thing when the run closes. After a cancellation from outside nobody
         does (:meth:`_interrupted`)."""
         if listeners and self._run is not None:
-            self._owed = (event, listeners)
+            self._undelivered = (event, listeners)
 
-    async def _pay_owed(self, error: Exception | None) -> Exception | None:
-        """Deliver the owed event, if there is one; the run's failure, as :meth:`_deliver`."""
-        owed, self._owed = self._owed, None
-        if owed is None:
+    async def _deliver_undelivered(self, error: Exception | None) -> Exception | None:
+        """Deliver the undelivered event, if there is one; the run's failure, as
+        :meth:`_deliver`."""
+        undelivered, self._undelivered = self._undelivered, None
+        if undelivered is None:
             return error
-        return await self._deliver(*owed, error, closing=True)
+        return await self._deliver(*undelivered, error, closing=True)
 
-    async def _pay_then_process(self, event: AgentEvent) -> None:
-        """``event`` while another is owed (the run was aborted in the middle of telling
+    async def _deliver_then_process(self, event: AgentEvent) -> None:
+        """``event`` while another is undelivered (the run was aborted in the middle of telling
         it): deliver that one, then ``event`` as usual."""
-        error = await self._pay_owed(None)
+        error = await self._deliver_undelivered(None)
         if error is None:
             await self._process(event)
             return
@@ -758,16 +762,16 @@ class Agent:
             await drive(
                 run, prompts, active.abort, on_error=self._fail, on_interrupt=self._interrupted
             )
-            if self._owed is not None:
+            if self._undelivered is not None:
                 # An abort in the middle of telling agent_end: the run had ended, so
                 # nothing closed it; the listeners after the one cut short hear it now.
-                error = await self._pay_owed(None)
+                error = await self._deliver_undelivered(None)
                 if error is not None:
                     raise error
         finally:
             self._streaming = None
             self._pending_tool_calls = {}
-            self._owed = None
+            self._undelivered = None
             self._run = None
             active.done.set()
 
@@ -781,7 +785,7 @@ class Agent:
         """
         events = run.closing_events("error", f"{type(error).__name__}: {error}")
         try:
-            await self._pay_owed(error)
+            await self._deliver_undelivered(error)
             for event in events:
                 self._reduce(event)
                 await self._deliver(event, self._listeners, error, closing=True)
@@ -791,7 +795,7 @@ class Agent:
 
     def _interrupted(self, run: Run, interruption: BaseException) -> None:
         """Close the state of a run cancelled from outside, without calling anyone."""
-        self._owed = None
+        self._undelivered = None
         for event in run.closing_events("aborted", ABORTED):
             self._reduce(event)
 

@@ -24,6 +24,7 @@ from ._model import Model
 from ._stream import (
     CacheRetention,
     ReasoningLevel,
+    StreamOptions,
     Timeouts,
     check_cache_retention,
     check_session_id,
@@ -350,6 +351,37 @@ class AgentLoopConfig:
     def _check_budget(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None and not isinstance(value, Budget):
             raise TypeError(f"budget must be a trio_agent.Budget or None, not {value!r:.80}")
+
+
+REQUEST_OPTIONS = (
+    "temperature",
+    "max_tokens",
+    "session_id",
+    "cache_retention",
+    "headers",
+    "max_retries",
+    "max_retry_delay",
+    "timeouts",
+)
+"""The config's fields that each request carries unchanged, as the fields of its
+:class:`~trio_agent.StreamOptions` of the same names, types and defaults (a test checks
+that every field of either is here or named as the other's own). The other fields of
+``StreamOptions`` are made per request by :func:`stream_options`."""
+
+
+def stream_options(
+    config: AgentLoopConfig, api_key: str | None, reasoning: ReasoningLevel | None
+) -> StreamOptions:
+    """The options of a request of a run with ``config``: its :data:`REQUEST_OPTIONS`, with
+    ``api_key`` (``get_api_key``'s, else the config's) and the thinking level the run asks
+    for now (``reasoning``, which hooks may have changed; ``thinking_level`` records it on
+    the reply, ``"off"`` included)."""
+    return StreamOptions(
+        api_key=api_key,
+        reasoning=reasoning,
+        thinking_level=reasoning or "off",
+        **{name: getattr(config, name) for name in REQUEST_OPTIONS},
+    )
 
 
 def check_messages(name: str, messages: Any) -> None:

@@ -1,6 +1,6 @@
 """Tool execution: one batch of tool calls from one assistant message (loop.md §5).
 
-A batch runs in one of three ways:
+A batch runs in one of three ways (:func:`batch_mode` chooses which):
 
 * **truncated** — the message stopped for ``length``: no call runs, each gets
   the truncation error (start, end, result message, one call after another);
@@ -18,6 +18,8 @@ slot (:class:`CallState`) and then reports over a memory channel, and the loop
 task — the only task that emits while they run — emits their updates and ends
 as they arrive, then the result messages in source order. A call running in
 the loop task reports progress through the run's update pump (:mod:`._pump`).
+In either task, :func:`_executor` chooses what executes a call: its turn under
+the run's cap, its tool's limiter, or the tool alone.
 
 Hooks run in the loop task only: ``before_tool_call`` while the calls are
 prepared, ``after_tool_call`` when the loop takes a finished call in (so
@@ -143,6 +145,30 @@ def error_result(text: str) -> ToolResult:
 def exception_text(exc: BaseException) -> str:
     """The message an exception gives a model: its text, or its type when it has none."""
     return str(exc) or type(exc).__name__
+
+
+def batch_mode(
+    message: AssistantMessage,
+    calls: tuple[ToolCall, ...],
+    tool_execution: Literal["parallel", "sequential"],
+    sequential_tools: frozenset[str],
+) -> BatchMode:
+    """How the calls of ``message`` run: the one place that says it.
+
+    ``"truncated"`` when the message stopped for ``length`` (no call runs);
+    ``"sequential"`` when the run's ``tool_execution`` says so or a called tool's
+    ``execution_mode`` is ``"sequential"`` (its name is in ``sequential_tools``);
+    else ``"parallel"``. Within a batch, which task runs a call and what holds it
+    back is :func:`_executor`'s and :meth:`ToolCalls.run`'s (a call that runs alone
+    runs in the loop task).
+    """
+    if message.stop_reason == "length":
+        return "truncated"
+    if tool_execution == "sequential":
+        return "sequential"
+    if sequential_tools and not sequential_tools.isdisjoint([call.name for call in calls]):
+        return "sequential"
+    return "parallel"
 
 
 def _truncated_text(name: str) -> str:
@@ -396,19 +422,37 @@ async def _execute_limited(
     default_limit: float | None,
     now: Callable[[], float],
 ) -> None:
-    """:func:`_execute` holding a slot of the tool's limiter. The call borrows on its own
-    behalf (its ``CallState``), so one task may hold slots for several calls."""
+    """:func:`_execute` holding a slot of the tool's limiter (it has one). The call borrows
+    on its own behalf (its ``CallState``), so one task may hold slots for several calls."""
     tool = state.tool
     assert tool is not None
     limiter = tool.limiter
-    if limiter is None:
-        await _execute(state, on_update, default_limit, now)
-        return
+    assert limiter is not None
     await limiter.acquire_on_behalf_of(state)
     try:
         await _execute(state, on_update, default_limit, now)
     finally:
         limiter.release_on_behalf_of(state)
+
+
+_Executor = Callable[
+    [CallState, Callable[[ToolResult], None], float | None, Callable[[], float]], Awaitable[None]
+]
+
+
+def _executor(tool: AgentTool, turns: _Turns | None = None) -> _Executor:
+    """What executes a prepared call of ``tool``: the one place that chooses.
+
+    The run's ``max_parallel_tools`` cap, when it binds on the batch (``turns``): the
+    call waits for its turn (then as below); else the tool's ``limiter``, when it has
+    one: :func:`_execute_limited`; else :func:`_execute`. Each is called as
+    ``await executor(state, on_update, default_limit, now)``.
+    """
+    if turns is not None:
+        return turns.run
+    if tool.limiter is not None:
+        return _execute_limited
+    return _execute
 
 
 class _Turns:
@@ -434,8 +478,10 @@ class _Turns:
         gate = self._gates.get(state.index)
         if gate is not None:
             await gate.wait()  # a call cancelled here never had a slot: it frees none
+        tool = state.tool
+        assert tool is not None
         try:
-            await _execute_limited(state, on_update, default_limit, now)
+            await _executor(tool)(state, on_update, default_limit, now)
         finally:
             if self._queue:
                 self._queue.pop().set()
@@ -593,10 +639,7 @@ class ToolCalls:
         await host.stop_if_cancelled()  # an abort starts no further tool
         tool = state.tool
         assert tool is not None
-        if tool.limiter is None:
-            await _execute(state, on_update, host.config.tool_time_limit, self._now)
-        else:
-            await _execute_limited(state, on_update, host.config.tool_time_limit, self._now)
+        await _executor(tool)(state, on_update, host.config.tool_time_limit, self._now)
         pump = self._pump
         if pump is not None and pump.backlog:
             await pump.wait_drained()
@@ -631,12 +674,7 @@ class ToolCalls:
             assert tool is not None
             # A call waiting for a slot has started (its start is emitted); after an
             # abort, closing_batch_events answers it like any unfinished call.
-            if turns is not None:
-                await turns.run(state, on_update, default_limit, now)
-            elif tool.limiter is None:
-                await _execute(state, on_update, default_limit, now)
-            else:
-                await _execute_limited(state, on_update, default_limit, now)
+            await _executor(tool, turns)(state, on_update, default_limit, now)
             # The buffer is unbounded: reporting never blocks and never checkpoints,
             # so a call that finished (even in a shield, after an abort) has its
             # outcome in its slot whatever happens to the loop task.
@@ -785,25 +823,39 @@ async def run_tool_call(
     on_update: Callable[[ToolResult], None] | None = None,
     time_limit: float | None = None,
 ) -> ToolCallOutcome:
-    """Run one tool call through the steps of a call the model makes: find the tool in
-    ``tools`` (the first of its name), ``prepare_arguments``, validate the arguments,
-    ``before_tool_call``, ``execute``, ``after_tool_call``, with the code the loop runs.
+    """Run one tool call through the steps of a call the model makes, with the code the
+    loop runs: find the tool in ``tools`` (the first of its name), ``prepare_arguments``,
+    validate the arguments, ``before_tool_call``, ``execute``, ``after_tool_call``.
 
     For a tool that calls other tools: pass the run's hooks (a permission check in
-    ``before_tool_call``, say) and they apply to those calls too. ``assistant_message``
-    and ``context`` are what the hooks see. ``on_update`` gets the tool's progress
-    reports (until ``execute`` returns). ``time_limit`` (seconds) bounds ``execute`` as a
-    run's ``tool_time_limit`` does (the tool's own ``time_limit`` wins), and the tool's
-    ``limiter`` is held around it.
+    ``before_tool_call``, say) and they apply to those calls too. Emits no event and
+    adds no message.
 
-    Emits no event and adds no message. Never raises for a failure of the call: an
-    unknown tool, invalid arguments, a block, a hook's or the tool's exception, a
-    returned ``is_error``, a timeout all come back as an outcome with ``is_error``.
-    Raises ``TypeError`` for a hook that is not async, a ``tool_call`` that is not a
-    ``ToolCall`` or a tool that is not an ``AgentTool``, and ``ValueError`` for a
-    ``time_limit`` that is not a positive finite number. Cancellation is the caller's
-    scope: checked before the hooks run, after ``before_tool_call`` and before
-    ``execute``; when it cancels, ``Cancelled`` propagates and nothing is returned.
+    Args:
+        tool_call: the call to run.
+        tools: the tools to find it among (the first of its name is used).
+        assistant_message: the message the call is part of, as the hooks see it.
+        context: the context the hooks see.
+        before_tool_call: may block the call (its result is then the block's).
+        after_tool_call: may override the result.
+        on_update: gets the tool's progress reports, until ``execute`` returns.
+        time_limit: seconds that bound ``execute``, as a run's ``tool_time_limit``
+            does (the tool's own ``time_limit`` wins); the tool's ``limiter`` is held
+            around it.
+
+    Returns:
+        A :class:`ToolCallOutcome`. A failure of the call is one, with ``is_error``:
+        an unknown tool, invalid arguments, a block, a hook's or the tool's
+        exception, a returned ``is_error``, a timeout.
+
+    Raises:
+        TypeError: a hook that is not async, a ``tool_call`` that is not a
+            ``ToolCall`` or a tool that is not an ``AgentTool``.
+        ValueError: a ``time_limit`` that is not a positive finite number.
+
+    Cancellation is the caller's scope: checked before the hooks run, after
+    ``before_tool_call`` and before ``execute``; when it cancels, ``Cancelled``
+    propagates and nothing is returned.
     """
     check_time_limit(time_limit, "run_tool_call: time_limit")
     if not isinstance(tool_call, ToolCall):
@@ -834,7 +886,9 @@ async def run_tool_call(
             if state.accepting:
                 report(partial)
 
-        await _execute_limited(state, update, time_limit, timer())
+        tool = state.tool
+        assert tool is not None
+        await _executor(tool)(state, update, time_limit, timer())
         if after_tool_call is not None:
             await _finalize(caller, batch, state)
     result = state.result

@@ -156,6 +156,12 @@ class StreamOptions:
     cache should live (see :data:`CacheRetention`). ``thinking_level`` is recorded
     on the reply as its ``thinking_level`` (the agent loop sets the level it asks
     for, ``"off"`` included; None, the default, records none).
+
+    In a run, each request's options are made from its
+    :class:`~trio_agent.AgentLoopConfig`: every field but ``thinking_level`` is the
+    config's field of the same name, type and default, except that ``api_key`` is
+    ``get_api_key``'s when it gives one and ``reasoning`` is the level the run asks
+    for now (a hook may change it).
     """
 
     api_key: str | None = attrs.field(

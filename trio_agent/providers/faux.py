@@ -1,12 +1,14 @@
 """The scripted model: replies played from a script, no network, no key.
 
-::
+This is the provider behind :func:`trio_agent.testing.scripted_model` (``api="faux"``, as
+``openai_chat`` is behind real models); :mod:`trio_agent.testing` exports the same
+functions under the names tests use::
 
-    from trio_agent.providers import faux
+    from trio_agent.testing import reply, scripted_model, tool_call
 
-    model = faux.model([
-        faux.reply("Let me look.", faux.tool_call("read", {"path": "README.md"})),
-        lambda context: faux.reply(f"I read {len(context.messages)} messages."),
+    model = scripted_model([
+        reply("Let me look.", tool_call("read", {"path": "README.md"})),
+        lambda context: reply(f"I read {len(context.messages)} messages."),
     ])
 
 Each script entry is a :class:`Reply` (or a ``str``, or an
@@ -56,10 +58,10 @@ from .._model import Model
 from .._stream import AssistantMessageBuilder, Emit, LlmContext, StreamOptions
 
 __all__ = [
-    "FauxCall",
-    "FauxModel",
     "Reply",
     "Script",
+    "ScriptedCall",
+    "ScriptedModel",
     "error",
     "model",
     "reply",
@@ -123,12 +125,13 @@ Script: TypeAlias = (
 
 
 def text(text: str) -> TextContent:
-    """A text block."""
+    """A text block, for :func:`reply`."""
     return TextContent(text)
 
 
 def thinking(text: str, *, signature: str | None = None, redacted: bool = False) -> ThinkingContent:
-    """A thinking block."""
+    """A thinking block, for :func:`reply`: with its provider's ``signature``, or
+    ``redacted``."""
     return ThinkingContent(text, thinking_signature=signature, redacted=redacted)
 
 
@@ -150,7 +153,16 @@ def reply(
     start_delay: float = 0.0,
     emit_start: bool = True,
 ) -> Reply:
-    """A reply of these blocks (a ``str`` is a text block)."""
+    """A reply of these blocks (a ``str`` is a text block), for a script.
+
+    ``stop_reason`` defaults to ``toolUse`` when there is a tool call, else ``stop``.
+    ``error_kind``, ``http_status`` and ``retry_after`` are those of a reply that ends in
+    ``error`` or ``aborted`` (an aborted reply's kind defaults to ``"aborted"``); another
+    reply has none. The other keywords are :class:`Reply`'s: how the reply streams.
+
+    Raises:
+        ValueError: a negative ``chunk_size``.
+    """
     return Reply(
         content=tuple(TextContent(block) if isinstance(block, str) else block for block in content),
         stop_reason=stop_reason,
@@ -189,15 +201,18 @@ def error(
 
 
 @attrs.frozen(kw_only=True)
-class FauxCall:
-    """One call of the stream function, as the scripted model received it."""
+class ScriptedCall:
+    """One call of the stream function, as the scripted model received it: the ``model``,
+    the :class:`~trio_agent.LlmContext` and the :class:`~trio_agent.StreamOptions` it was
+    given (``trio_agent.testing.ScriptedCall``). A :class:`ScriptedModel` keeps them in
+    ``calls``."""
 
     model: Model
     context: LlmContext
     options: StreamOptions
 
 
-_faux_call: Callable[[Model, LlmContext, StreamOptions], FauxCall] = maker(FauxCall)
+_scripted_call: Callable[[Model, LlmContext, StreamOptions], ScriptedCall] = maker(ScriptedCall)
 
 
 class _Script:
@@ -207,16 +222,19 @@ class _Script:
 
     def __init__(self, responses: Iterable[Script]) -> None:
         self.responses = list(responses)
-        self.calls: list[FauxCall] = []
+        self.calls: list[ScriptedCall] = []
         self.next = 0
 
 
 @attrs.frozen(kw_only=True, eq=False)
-class FauxModel(Model):
-    """A :class:`~trio_agent.Model` that carries its script: made by
-    :func:`trio_agent.providers.faux.model` (``trio_agent.testing.scripted_model``).
+class ScriptedModel(Model):
+    """A :class:`~trio_agent.Model` that carries its script: what
+    :func:`trio_agent.testing.scripted_model` makes.
 
-    Copies made with :func:`attrs.evolve` share the script and the record.
+    ``add(*responses)`` appends to the script, ``calls`` is every call received (a
+    :class:`ScriptedCall` each), ``remaining`` the replies not played yet. ``pace`` and
+    ``chunk_size`` are the defaults of its replies (see :func:`model`). Copies made with
+    :func:`attrs.evolve` share the script and the record.
     """
 
     pace: float | None = None
@@ -224,7 +242,7 @@ class FauxModel(Model):
     _script: _Script = attrs.field(factory=lambda: _Script(()), alias="script")
 
     @property
-    def calls(self) -> list[FauxCall]:
+    def calls(self) -> list[ScriptedCall]:
         """Every call received so far, in order."""
         return self._script.calls
 
@@ -246,12 +264,28 @@ def model(
     pace: float | None = None,
     chunk_size: int | None = None,
     reasoning: bool = False,
-) -> FauxModel:
-    """A scripted model playing ``responses`` in order, one per call.
+) -> ScriptedModel:
+    """A scripted model playing ``responses`` in order, one per call, lock-step, recording
+    every call (``trio_agent.testing.scripted_model``).
 
-    ``pace``: deltas per second on Trio's clock (``None``: as fast as the loop
-    takes them); ``chunk_size``: characters per delta (``None`` or 0: whole
-    blocks). Both can be overridden per reply.
+    Args:
+        responses: the script: each entry a :class:`Reply`, a ``str`` (a text reply), an
+            ``AssistantMessage``, or a function of the :class:`~trio_agent.LlmContext`
+            returning one. A call past its end gets an error reply ("no more scripted
+            responses"), not an exception.
+        id: the model's ``id``, recorded on its replies.
+        provider: the model's ``provider``.
+        pace: deltas per second on Trio's clock (``None``: as fast as the loop takes them).
+        chunk_size: characters per delta (``None`` or 0: whole blocks). ``pace`` and
+            ``chunk_size`` can be overridden per reply.
+        reasoning: the model's ``reasoning`` (whether it takes a thinking level).
+
+    Returns:
+        A :class:`ScriptedModel`: ``add()`` more replies, read its ``calls``.
+
+    Raises:
+        TypeError: ``responses`` is a single reply, not an iterable of them.
+        ValueError: a ``pace`` that is not positive, a negative ``chunk_size``.
     """
     if isinstance(responses, str | Reply | AssistantMessage):
         raise TypeError(
@@ -261,7 +295,7 @@ def model(
         raise ValueError(f"pace must be a positive number of deltas per second, not {pace!r}")
     if chunk_size is not None and chunk_size < 0:
         raise ValueError(f"chunk_size must be >= 0, not {chunk_size!r}")
-    return FauxModel(
+    return ScriptedModel(
         id=id,
         api="faux",
         provider=provider,
@@ -311,17 +345,27 @@ async def _fail(model: Model, emit: Emit, text: str) -> AssistantMessage:
 async def stream(
     model: Model, context: LlmContext, options: StreamOptions, emit: Emit
 ) -> AssistantMessage:
-    """The stream function of scripted models (``api="faux"``)."""
+    """The stream function of scripted models (``api="faux"``): plays the next reply of
+    ``model``'s script into ``emit`` and returns it.
+
+    Records the call in ``model.calls``. A model without a script, or a script that has
+    run out, gives an error reply, not an exception; a :class:`Reply` with ``raises``
+    makes it raise that instead (a broken stream function, for failure paths).
+
+    Cancellation: the call waits once before its first event (a checkpoint, or the
+    reply's ``start_delay``) and before each delta (a checkpoint, or a wait on Trio's
+    clock when paced); ``Cancelled`` propagates from there.
+    """
     script: _Script | None = getattr(model, "_script", None)
     if script is None:
         return await _fail(
             model,
             emit,
-            f"model {model.id!r} has no script: make it with trio_agent.providers.faux.model()",
+            f"model {model.id!r} has no script: make it with trio_agent.testing.scripted_model()",
         )
-    assert isinstance(model, FauxModel)
+    assert isinstance(model, ScriptedModel)
     index = script.next
-    script.calls.append(_faux_call(model, context, options))
+    script.calls.append(_scripted_call(model, context, options))
     if index >= len(script.responses):
         # Not advancing ``next``: a reply added later (``model.add``) is played
         # by the next call instead of being skipped.

@@ -19,9 +19,16 @@
 from __future__ import annotations
 
 from .. import _public
-from ..providers.faux import FauxCall as ScriptedCall
-from ..providers.faux import FauxModel as ScriptedModel
-from ..providers.faux import Reply, error, reply, text, thinking, tool_call
+from ..providers.faux import (
+    Reply,
+    ScriptedCall,
+    ScriptedModel,
+    error,
+    reply,
+    text,
+    thinking,
+    tool_call,
+)
 from ..providers.faux import model as scripted_model
 from ._checks import (
     EventRecorder,

@@ -361,7 +361,7 @@ async def assert_cancel_safe(
     the code under test once, wired to it::
 
         async def scenario(trial):
-            agent = trial.watch(Agent(faux.model([...]), tools=[my_tool]))
+            agent = trial.watch(Agent(scripted_model([...]), tools=[my_tool]))
             await agent.prompt("go")
 
         await assert_cancel_safe(scenario)

@@ -1,6 +1,6 @@
 """Scenarios and their player: what a generated run is, and how it is played against the loop.
 
-A :class:`Scenario` is a whole run written down: the faux model's replies, a
+A :class:`Scenario` is a whole run written down: the scripted model's replies, a
 :class:`ToolBehaviour` for every tool call (acted out by the tools of
 :func:`scenario_tools`, built with :func:`behaviour_tool`), the hooks that
 fail, and what is done to the run while it goes (each an :class:`Injection`:
@@ -342,8 +342,8 @@ def _injection_tuple(value: Sequence[Injection]) -> tuple[Injection, ...]:
 class Scenario:
     """A whole run to play: what the model replies, what each tool call does, what happens.
 
-    - ``replies``: the faux model's script, one reply per model call (a ``str``
-      is a text reply; a call past its end gets the faux model's "no more
+    - ``replies``: the scripted model's script, one reply per model call (a ``str``
+      is a text reply; a call past its end gets the scripted model's "no more
       scripted responses" error);
     - ``behaviours``: by tool-call id, for the calls to ``work``, ``solo`` and
       ``strict`` (see :data:`SCENARIO_TOOLS`);
@@ -415,7 +415,7 @@ class ScenarioResult:
     """The virtual time of each event."""
     timeline: Timeline
     """Everything that happened, in order (see :class:`Mark`)."""
-    model: faux.FauxModel
+    model: faux.ScriptedModel
     """The scripted model: ``model.calls`` is every call, with its context and options."""
     streams: list[list[AssistantMessageEvent]]
     """The stream events each model call produced, in order (what the loop was sent)."""

@@ -75,7 +75,7 @@ from .._events import AgentEvent
 from .._messages import AssistantMessage
 from .._model import Model
 from .._tools import AgentTool
-from ..providers.faux import FauxModel, Reply, Script
+from ..providers.faux import Reply, Script, ScriptedModel
 from ..providers.faux import model as _scripted_model
 from ._checks import EventRecorder, agent_problems, check_event_grammar, split_runs
 from ._sse_server import SSEServer, open_sse_server
@@ -100,7 +100,7 @@ class AgentFactory:
     has passed (see :meth:`check`).
     """
 
-    def __init__(self, model: FauxModel, recorder: EventRecorder) -> None:
+    def __init__(self, model: ScriptedModel, recorder: EventRecorder) -> None:
         self.model = model
         """The test's scripted model (the ``scripted_model`` fixture)."""
         self.recorder = recorder
@@ -134,7 +134,7 @@ class AgentFactory:
         replies = list(script)
         target = self.model if model is None else model
         if replies:
-            if not isinstance(target, FauxModel):
+            if not isinstance(target, ScriptedModel):
                 raise TypeError(
                     f"make_agent(script=...) plays the script on a scripted model, and "
                     f"model={target.id!r} is an {target.api!r} model: give that model's "
@@ -205,7 +205,7 @@ def pytest_runtest_makereport(
 
 
 @pytest.fixture
-def scripted_model() -> FauxModel:
+def scripted_model() -> ScriptedModel:
     """The test's scripted model, with an empty script: ``scripted_model.add(reply, ...)``."""
     return _scripted_model()
 
@@ -218,7 +218,7 @@ def event_recorder() -> EventRecorder:
 
 @pytest.fixture
 def make_agent(
-    request: pytest.FixtureRequest, scripted_model: FauxModel, event_recorder: EventRecorder
+    request: pytest.FixtureRequest, scripted_model: ScriptedModel, event_recorder: EventRecorder
 ) -> Iterator[AgentFactory]:
     """An :class:`AgentFactory`: ``make_agent(script, tools=..., **agent_options)``.
 

@@ -15,7 +15,7 @@ function returning a :class:`~hypothesis.strategies.SearchStrategy`.
   or cleans up after a cancellation); :func:`tool_behaviours` draws them and
   :func:`behaviour_tool` makes an :class:`~trio_agent.AgentTool` that acts
   them out.
-* Scripted replies for the faux model: :func:`replies`.
+* Replies for the scripted model: :func:`replies`.
 * Whole scenarios: a :class:`Scenario` is a script of replies, the
   behaviour of every tool call, and things done to the run while it goes
   (:class:`Injection`: steer, follow up, abort, cancel from outside, fail a
@@ -444,12 +444,12 @@ def replies(
     chunk_delays: SearchStrategy[float] | None = None,
     start_delays: SearchStrategy[float] | None = None,
 ) -> SearchStrategy[faux.Reply]:
-    """Scripted replies for the faux model (:func:`trio_agent.testing.scripted_model`).
+    """Replies for the scripted model (:func:`trio_agent.testing.scripted_model`).
 
     Each is an optional thinking block, an optional text block, then between
     ``min_tool_calls`` and ``max_tool_calls`` calls to ``tool_names`` (none
     without names; arguments ``{"n": index}``; ids ``f"{id_prefix}{index}"``,
-    or the faux model's own when ``id_prefix`` is None), sometimes a text
+    or the scripted model's own when ``id_prefix`` is None), sometimes a text
     after them; a stop reason from ``stop_reasons`` (``None``: ``toolUse``
     with calls, else ``stop``), streamed in chunks of ``chunk_sizes``
     characters (0: whole blocks), ``chunk_delays`` seconds apart, after
