@@ -1,4 +1,4 @@
-"""``Agent``: a transcript, the loop run on it, queues and listeners (agent.md).
+"""``Agent``: a transcript, the loop run on it, queues and listeners (design.md#the-agents-rules).
 
 An ``Agent`` owns a transcript and runs :func:`trio_agent.run_agent_loop` on
 it, one run at a time, in the task that calls :meth:`Agent.prompt` or
@@ -8,7 +8,7 @@ Its state is updated from the run's own events, before any listener sees the
 event, so a listener reading ``agent.state`` sees the event applied. When a
 run ends otherwise than normally, the agent still leaves its state whole:
 
-* **abort** (:meth:`Agent.abort`): the run closes itself (loop.md §6) and
+* **abort** (:meth:`Agent.abort`): the run closes itself (design.md#abort) and
   ``prompt()`` returns normally;
 * **failure** (a listener, a hook or a broken stream function raises): the
   run is closed with the events a listener expects — every started tool call
@@ -680,7 +680,7 @@ class Agent:
     def abort(self) -> None:
         """Abort the active run, if there is one (sync, idempotent, from any task).
 
-        The run then ends as loop.md §6 says and ``prompt()`` returns normally.
+        The run then ends as design.md#abort says and ``prompt()`` returns normally.
         From another thread: ``trio.from_thread.run_sync(agent.abort)``.
         """
         if self._run is not None:

@@ -1,4 +1,5 @@
-"""What a run is given: its context, its configuration and the hooks' arguments (loop.md §4-5)."""
+"""What a run is given: its context, its configuration and the hooks' arguments
+(design.md#the-order-of-events, design.md#tool-execution)."""
 
 from __future__ import annotations
 
@@ -212,7 +213,8 @@ def _hidden(key: str | None) -> str:
 
 # The one declaration of the run options. Agent takes each field it does not fill in
 # itself as a keyword of the same name, type and default, and copies it into every run's
-# config; docs/api.md describes each field. tests/test_options.py checks all three.
+# config; the class docstring describes each field (the API reference shows it).
+# tests/test_options.py checks all three.
 @attrs.frozen(kw_only=True)
 class AgentLoopConfig:
     """How a run talks to its model and which hooks it calls. Only ``model`` is required.
@@ -253,7 +255,7 @@ class AgentLoopConfig:
     parallel batch run at once (the others wait for a slot).
 
     An exception from any hook but the two tool hooks ends the run and
-    propagates (loop.md §7); the tool hooks' exceptions become error results.
+    propagates (design.md#errors-that-end-a-run); the tool hooks' exceptions become error results.
     ``budget`` caps what the run may use (tokens, dollars, turns, tool
     calls); the run that reaches it ends, and its ``agent_end`` names it
     (:class:`~trio_agent.Budget`).

@@ -1,4 +1,4 @@
-"""The ``@tool`` decorator: an :class:`AgentTool` from a typed function (loop.md §5).
+"""The ``@tool`` decorator: an :class:`AgentTool` from a typed function (design.md#tool-execution).
 
 The tool's ``name`` is the function's name, its ``description`` the
 docstring's text before the first section, and its ``parameters`` a JSON

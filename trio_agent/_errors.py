@@ -19,7 +19,7 @@ bad argument::
 are not ours in this sense: they stand for the failures of a user's tool,
 listener or stream, which a scenario injects.
 
-What a *run* lets escape is described in ``loop.md`` §7 and by
+What a *run* lets escape is described in design.md#errors-that-end-a-run and by
 :func:`trio_agent.run_agent_loop`: the original exception of a listener or a
 hook, ``trio.Cancelled`` or ``KeyboardInterrupt`` — never an exception group of
 ours. Errors of a tool, of its arguments, of a provider or of the network are
@@ -108,7 +108,8 @@ class ListenerFailed(BaseException):
 
 
 def one_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception a run lets escape from its nursery's group (invariant 8).
+    """The one exception a run lets escape from its nursery's group
+    (design.md#invariant-8-one-exception-not-a-group).
 
     Precedence: ``KeyboardInterrupt`` and other non-``Exception`` errors, then
     the first ``Exception`` (a listener's or a hook's), then ``Cancelled``

@@ -1,10 +1,10 @@
-"""Events: what a run tells its listener, and what a stream tells the loop (loop.md §2).
+"""Events: what a run tells its listener, and what a stream tells the loop.
 
-Two families, each a set of frozen attrs classes with a ``type`` class
+Two families (design.md#the-event-grammar), each a set of frozen attrs classes with a ``type`` class
 attribute holding pi's string:
 
 * **Agent events** (:data:`AgentEvent`), emitted by the loop to the ``emit``
-  callable of a run, in the order of the grammar of invariants.md 10::
+  callable of a run, in the order of the grammar (design.md#invariant-10-well-formed-events)::
 
       agent_start (turn_start (message_start message_update* message_end
                    | tool_execution_start tool_execution_update* tool_execution_end)*

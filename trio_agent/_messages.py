@@ -1,4 +1,4 @@
-"""Messages and content blocks: the transcript's vocabulary (loop.md §1).
+"""Messages and content blocks: the transcript's vocabulary (design.md#messages).
 
 Every class here is a frozen, slotted attrs class. Only the essential fields
 are required, so ``UserMessage(content="hi")`` is a whole message; the

@@ -1,4 +1,4 @@
-"""The stream protocol between the loop and a model provider (loop.md §3).
+"""The stream protocol between the loop and a model provider (design.md#the-stream-protocol).
 
 A *stream function* is::
 

@@ -1,4 +1,4 @@
-"""Tools: what the model may call (loop.md §5).
+"""Tools: what the model may call (design.md#tool-execution).
 
 An :class:`AgentTool` couples a JSON Schema for its arguments with an async
 ``execute(tool_call_id, args, on_update) -> ToolResult``. The loop validates

@@ -178,7 +178,7 @@ class PartialJson:
     message shows. Parsing the whole buffer at every piece would cost
     O(length²) for a long argument, so past 1 KiB the buffer is re-parsed
     (with jiter's partial mode) only when it has grown by half since the last
-    parse: the total parse work stays linear (invariants.md 14), and the
+    parse: the total parse work stays linear (design.md#invariant-14-linear-work), and the
     partial arguments lag by at most that much. :meth:`final` parses
     strictly, and falls back to the last good partial value.
     """
@@ -385,8 +385,9 @@ def _unreadable(
 
     Parsers check what they read and raise :class:`ProviderFailure`; any other
     exception from one is a gap in those checks, and a server must not be able
-    to make a run raise through it (invariant 9). The exception's text may
-    quote the server, so the key is removed before the text is cut.
+    to make a run raise through it
+    (design.md#invariant-9-provider-failures-are-messages). The exception's
+    text may quote the server, so the key is removed before the text is cut.
     """
     text = f"could not read {what} from {provider}: {type(exc).__name__}: {exc}"
     return ProviderFailure(redact(text, secrets)[:300], kind="malformed")
@@ -585,7 +586,7 @@ class HttpProvider:
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions, emit: Emit
     ) -> AssistantMessage:
-        """The stream function of this provider (loop.md §3).
+        """The stream function of this provider (design.md#the-stream-protocol).
 
         The key goes only where :meth:`api_key` allows; when there is none to send
         and the server needs one (:meth:`needs_key`), the reply is an error that

@@ -2,7 +2,7 @@
 
 :class:`SseDecoder` takes each piece of text as it arrives and returns the
 events it completes. It follows the event-stream interpretation of the HTML
-standard with httpx-sse's conventions (wire-formats.md §0), and a property
+standard with httpx-sse's conventions (design.md#server-sent-events), and a property
 test holds it to httpx-sse's own decoder on every stream and every way of
 cutting it, but for the one rule of the standard httpx-sse leaves out (the
 last point below):

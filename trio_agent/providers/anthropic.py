@@ -4,7 +4,7 @@
 
     claude = anthropic.model("claude-sonnet-4-5", reasoning=True)       # ANTHROPIC_API_KEY
 
-The request (wire-formats.md §2): ``POST {base_url}/v1/messages`` with the
+The request (design.md#anthropic-messages): ``POST {base_url}/v1/messages`` with the
 ``x-api-key`` and ``anthropic-version`` headers; ``max_tokens`` is always
 sent; thinking blocks go back with their signatures unchanged, redacted
 thinking as the opaque block it came as; the results of one turn's tool calls

@@ -6,7 +6,7 @@
 
     flash = google.model("gemini-2.5-flash", reasoning=True)  # GEMINI_API_KEY or GOOGLE_API_KEY
 
-The request (wire-formats.md §4) goes to
+The request (design.md#google-gemini) goes to
 ``{base_url}/models/{id}:streamGenerateContent?alt=sse`` with the key in the
 ``x-goog-api-key`` header, never in the URL. The transcript becomes
 ``contents``: user turns (text, ``inlineData`` images), model turns (text,

@@ -36,7 +36,7 @@ system prompt, one on the last tool, one on the last message with text
 (``ttl: "1h"`` with ``"long"``). With ``cache_retention="none"``, none of these
 are sent.
 
-Reading the stream (wire-formats.md §1): text deltas (a ``refusal`` is text
+Reading the stream (design.md#openai-chat-completions): text deltas (a ``refusal`` is text
 too: it is the model's answer); reasoning from the first
 non-empty of ``reasoning_content``, ``reasoning``, ``reasoning_text`` (the
 field's name is kept as the thinking signature, to send the reasoning back

@@ -6,7 +6,7 @@
 
     gpt = openai_responses.model("gpt-5", reasoning=True)  # OPENAI_API_KEY
 
-The request (wire-formats.md §3) is sent with ``store: false``, so nothing is
+The request (design.md#openai-responses) is sent with ``store: false``, so nothing is
 kept on OpenAI's side between turns: the whole transcript goes in ``input``.
 Reasoning is carried from turn to turn by replaying the model's reasoning item
 (with its ``encrypted_content``, asked for with ``include``), kept whole, as

@@ -87,7 +87,7 @@ def _a(role: str) -> str:
 
 
 def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) -> None:
-    """The events of one run follow the grammar of loop.md §2 (invariant 10).
+    """The events of one run follow the grammar (design.md#the-event-grammar).
 
     ``agent_start (turn_start (message_start message_update* message_end |
     tool_execution_start tool_execution_update* tool_execution_end)* turn_end)*
@@ -218,7 +218,7 @@ def _label(message: AgentMessage) -> str:
 
 def check_transcript(messages: Sequence[AgentMessage]) -> None:
     """Every tool call has exactly one result, right after its message, in order
-    (invariants 1 and 2).
+    (design.md#invariant-1-one-result-per-tool-call, design.md#invariant-2-source-order).
 
     For every assistant message whose stop reason is not ``error`` or
     ``aborted``, the messages right after it are the results of its tool
@@ -244,7 +244,8 @@ def check_transcript(messages: Sequence[AgentMessage]) -> None:
 
 
 class TaskWatcher(trio.abc.Instrument):
-    """Watches the tasks that code started, to show that none outlives it (invariant 7).
+    """Watches the tasks that code started, to show that none outlives it
+    (design.md#invariant-7-no-task-outlives-its-run).
 
     ::
 
