@@ -161,9 +161,13 @@ class ToolCall:
 
 
 UserContent: TypeAlias = TextContent | ImageContent
+"""The blocks of a user message's content."""
 ToolResultContent: TypeAlias = TextContent | ImageContent
+"""The blocks of a tool result's content."""
 AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
+"""The blocks of an assistant message's content."""
 Content: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
+"""Any content block."""
 
 
 def _user_content(value: str | Iterable[UserContent]) -> str | tuple[UserContent, ...]:
@@ -247,6 +251,7 @@ class ToolReference:
 
 
 SystemContent: TypeAlias = TextContent
+"""The blocks of a system message's content: text only."""
 
 
 def _system_content(value: str | Iterable[SystemContent]) -> str | tuple[SystemContent, ...]:

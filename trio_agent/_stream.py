@@ -82,6 +82,7 @@ __all__ = [
 ]
 
 ReasoningLevel: TypeAlias = Literal["minimal", "low", "medium", "high", "xhigh"]
+"""The stream option ``reasoning``: how hard a reasoning model thinks (no ``"off"``: ``None``)."""
 
 CacheRetention: TypeAlias = Literal["none", "short", "long"]
 """How long the service should keep the prompt cache a request writes.
@@ -174,9 +175,18 @@ class StreamOptions:
 
 
 Emit: TypeAlias = Callable[[AssistantMessageEvent], Awaitable[None]]
+"""The ``emit`` a stream function is given: awaited with each event of the reply, in order."""
 StreamFn: TypeAlias = Callable[
     [Model, LlmContext, StreamOptions, Emit], Awaitable[AssistantMessage]
 ]
+"""A provider: streams one reply of ``model`` to ``context``.
+
+It awaits ``emit`` for each stream event, in order (``start``, the block events, then ``done``
+or ``error``), and returns the final message. It never raises for what the provider, the
+network or the server do (those end with an ``error`` event and a message with
+``stop_reason="error"``); when cancelled it lets ``trio.Cancelled`` propagate; an exception
+from ``emit`` propagates unchanged.
+"""
 
 # --- building a streamed reply ----------------------------------------------------------
 

@@ -35,6 +35,8 @@ from ._validation import ArgumentValidator, compile_validator
 __all__ = ["AgentTool", "ExecutionMode", "ReplayPolicy", "ToolExecute", "ToolUpdate"]
 
 ExecutionMode: TypeAlias = Literal["sequential", "parallel"]
+"""A tool's ``execution_mode``: ``"sequential"`` makes a whole batch that calls this tool run
+one call at a time; ``"parallel"`` leaves it to the run's ``tool_execution``."""
 
 ReplayPolicy: TypeAlias = Literal["never", "safe"]
 """What a recovery layer may do with a call whose intent was recorded but whose outcome is

@@ -108,6 +108,7 @@ from ._transport import HttpRequest, ProviderFailure
 __all__ = ["API", "THINKING_BUDGETS", "Anthropic", "model", "provider", "stream", "tool_id"]
 
 API = "anthropic-messages"
+"""The ``api`` of Anthropic's models, under which :func:`stream` is registered."""
 VERSION = "2023-06-01"
 _FREE = ModelCost()
 

@@ -100,6 +100,7 @@ from ._transport import HttpRequest, ProviderFailure
 __all__ = ["API", "Google", "model", "provider", "stream", "thinking_budget"]
 
 API = "google-generative-ai"
+"""The ``api`` of Gemini models, under which :func:`stream` is registered."""
 _FREE = ModelCost()
 
 _BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24576, "xhigh": 24576}

@@ -96,6 +96,7 @@ from ._transport import HttpRequest, ProviderFailure, json_text
 __all__ = ["API", "Compat", "OpenAIChat", "model", "provider", "stream"]
 
 API = "openai-chat"
+"""The ``api`` of chat completions models, under which :func:`stream` is registered."""
 _FREE = ModelCost()
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 _REASONING_KEYS = frozenset(_REASONING_FIELDS)

@@ -119,6 +119,7 @@ from ._transport import HttpRequest, ProviderFailure, json_text
 __all__ = ["API", "OpenAIResponses", "model", "provider", "stream"]
 
 API = "openai-responses"
+"""The ``api`` of responses models, under which :func:`stream` is registered."""
 _FREE = ModelCost()
 
 

@@ -56,6 +56,8 @@ from ._checks import (
 __all__ = ["CancelSafetyReport", "Mode", "Trial", "assert_cancel_safe"]
 
 Mode = Literal["abort", "outer"]
+"""How :func:`assert_cancel_safe` cancels a scenario: ``"abort"`` through the run's abort,
+``"outer"`` with a cancel scope around the scenario."""
 
 
 class Trial:
