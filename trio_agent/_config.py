@@ -47,7 +47,11 @@ __all__ = [
 ]
 
 ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+"""How hard a reasoning model thinks, as an Agent's ``thinking_level`` says it (``"off"``: not at
+all, or as little as the model allows)."""
 ToolExecution: TypeAlias = Literal["parallel", "sequential"]
+"""The config's ``tool_execution``: run the tool calls of one reply at once (``"parallel"``) or
+one after another in source order (``"sequential"``)."""
 TurnDecision: TypeAlias = Literal["continue", "end"]
 """What ``finish_turn`` decides for the run: ``"continue"`` (one more request, at least) or
 ``"end"`` (no more requests); ``None`` leaves the run to its usual course."""
@@ -211,12 +215,29 @@ def _hidden(key: str | None) -> str:
 
 # The one declaration of the run options. Agent takes each field it does not fill in
 # itself as a keyword of the same name, type and default, and copies it into every run's
-# config; docs/api.md describes each field. tests/test_options.py checks all three.
+# config; its docstring describes each field. tests/test_options.py checks all three.
 @attrs.frozen(kw_only=True)
 class AgentLoopConfig:
     """How a run talks to its model and which hooks it calls. Only ``model`` is required.
 
-    Hooks are async callables; each is optional:
+    The request options ``api_key``, ``temperature``, ``max_tokens``, ``reasoning`` (a
+    ``ReasoningLevel`` or ``None``), ``session_id``, ``cache_retention``, ``headers``,
+    ``max_retries``, ``max_retry_delay`` and ``timeouts`` become the ``StreamOptions`` of each
+    request. ``session_id`` is a ``str`` or ``None`` (``TypeError`` otherwise),
+    ``cache_retention`` is ``"short"``, ``"long"`` or ``"none"`` (``ValueError`` otherwise),
+    ``max_retries`` an int of 0 or more, ``max_retry_delay`` a number of seconds of 0 or more
+    (``math.inf``: wait as long as a server asks, though never forever), ``timeouts`` a
+    ``Timeouts`` (a ``ValueError``, or a ``TypeError`` for ``timeouts``, otherwise).
+
+    The run options: ``tool_execution`` is ``"parallel"`` or ``"sequential"`` (``ValueError``
+    otherwise). ``tool_time_limit`` (seconds, a positive finite number or ``None``) bounds each
+    tool call whose tool sets no ``time_limit``: past it the call is cancelled and its result
+    is the error ``Tool 'name' did not finish within N s``. ``max_parallel_tools`` (a positive
+    int or ``None``) caps how many calls of a parallel batch run at once; the others have
+    started and wait for a slot, given in source order. Either one out of range is a
+    ``ValueError``. ``budget`` is a ``Budget`` or ``None`` (a ``TypeError`` otherwise).
+
+    Hooks are async callables (a plain function is a ``TypeError``); each is optional:
 
     - ``convert_to_llm(messages) -> messages``: what the model sees of the
       transcript (default: user, assistant and tool-result messages; the
@@ -226,21 +247,38 @@ class AgentLoopConfig:
       ``convert_to_llm`` (pruning, summaries).
     - ``get_api_key(provider) -> key | None``: asked before every model call
       (keys that expire); falls back to ``api_key``.
-    - ``get_steering_messages()`` / ``get_follow_up_messages()``: the queues.
-    - ``before_tool_call`` / ``after_tool_call``: see their context classes.
-    - ``prepare_request(request) -> RequestUpdate | None``: just before every
-      request (the first too), once this turn's messages are in: change the
-      context, model or thinking level for this request and the later ones.
-    - ``finish_turn(turn) -> "continue" | "end" | None``: after a reply and
-      its tool results, before ``turn_end`` (after an error or aborted reply
-      too, whose run ends whatever it says): ``"end"`` ends the run without
-      polling the queues; ``"continue"`` makes sure the model is asked once
-      more (with the context as it is, if nothing else asks it).
-    - ``should_stop_after_turn(turn) -> bool``: end the run after this turn
-      (after ``turn_end``; not asked when ``finish_turn`` said ``"end"``, and
-      ``True`` wins over its ``"continue"``).
-    - ``prepare_next_turn(turn) -> NextTurn | None``: change the context,
-      model or thinking level before another turn, and add messages to it.
+    - ``get_steering_messages()`` / ``get_follow_up_messages()``: the queues, each
+      returning a list of messages. Steering is polled before the first turn, after each
+      turn (unless ``finish_turn`` said ``"end"``), and after ``prepare_next_turn`` when
+      nothing is pending; follow-ups only when the run would otherwise end. Neither is
+      polled after an abort.
+    - ``before_tool_call(BeforeToolCallContext) -> BeforeToolCallResult | None`` /
+      ``after_tool_call(AfterToolCallContext) -> AfterToolCallResult | None``: see their
+      context classes.
+    - ``prepare_request(RequestContext) -> RequestUpdate | None``: just before every
+      request (the first too), once this turn's messages (prompts, steering, follow-ups,
+      ``NextTurn.messages``) are appended and announced, and before ``transform_context``,
+      ``convert_to_llm`` and ``get_api_key``: change the context, model or thinking level
+      for this request and the later ones. It polls no queue.
+    - ``finish_turn(TurnContext) -> "continue" | "end" | None``: after a reply and
+      its tool results are announced, before ``turn_end`` (after an error or aborted reply
+      too, whose run ends whatever it says; like every hook, not after the run's abort was
+      cancelled): ``"end"`` ends the run after ``turn_end`` with no queue polled and no other
+      hook called; ``"continue"`` makes sure the model is asked once more (by the turn the
+      tool results, a steering or a follow-up message would start anyway, else with the
+      context as it is, after the follow-up queue was found empty); ``None``: the run goes
+      on as it would. A run's ``budget`` still ends it; ``"continue"`` every time never does.
+    - ``should_stop_after_turn(TurnContext) -> bool``: end the run after this turn (a reply
+      that did not end in ``error`` or ``aborted``); asked after ``turn_end`` and the budget,
+      not when ``finish_turn`` said ``"end"``, and ``True`` wins over its ``"continue"``.
+    - ``prepare_next_turn(TurnContext) -> NextTurn | None``: change the context,
+      model or thinking level before another turn, and add messages to it; called before
+      the next turn's steering poll and ``turn_start``, only when the run goes on.
+
+    A hook that returns what it may not (``finish_turn`` something other than ``"continue"``,
+    ``"end"`` or ``None``; ``prepare_request`` something other than a ``RequestUpdate`` or
+    ``None``; ``prepare_next_turn`` something other than a ``NextTurn`` or ``None``) ends the
+    run with a ``ValueError`` or ``TypeError`` that shows the value.
 
     ``session_id`` names the conversation (the prompt cache key and session
     headers the services route by) and ``cache_retention`` says how long its
