@@ -220,14 +220,24 @@ def test_the_reference_renders_every_public_name_once() -> None:
     assert twice == {}, f"docs/reference/ renders these public names more than once: {twice}"
 
 
+# A private module's directive renders its docstring alone, as the introduction of a page or a
+# section: the docstring that says how the public names it defines work together.
+_INTRODUCTION = "    options:\n      members: false\n      show_root_heading: false\n"
+
+
 @pytest.mark.usefixtures("forget_the_plugin")
 def test_every_directive_of_the_reference_names_something_public() -> None:
     public = {_key(module, name) for module, name in _public_names()}
     public |= {id(importlib.import_module(module)) for module in PUBLIC_MODULES}
     for page in sorted(REFERENCE.glob("*.md")):
         for directive in _DIRECTIVE.finditer(page.read_text(encoding="utf-8")):
-            module, _, name = directive["path"].rpartition(".")
-            assert _key(module, name) in public, f"{page.name}: ::: {directive['path']}"
+            path = directive["path"]
+            if path.rpartition(".")[2].startswith("_"):
+                assert isinstance(_object(path), ModuleType), f"{page.name}: ::: {path}"
+                assert directive["options"] == _INTRODUCTION, f"{page.name}: ::: {path}"
+                continue
+            module, _, name = path.rpartition(".")
+            assert _key(module, name) in public, f"{page.name}: ::: {path}"
 
 
 @functools.cache

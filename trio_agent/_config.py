@@ -112,6 +112,8 @@ class AfterToolCallResult:
 
     One exception, pi's rule: new ``content`` without ``structured_content`` drops the
     result's structured content, which may no longer match it (return both to keep it).
+    The structured content a hook returns is not checked against the tool's
+    ``output_schema``.
     """
 
     content: Sequence[ToolResultContent] | None = None
@@ -125,8 +127,9 @@ class AfterToolCallResult:
 @attrs.frozen(kw_only=True)
 class TurnContext:
     """A finished turn, for ``finish_turn``, ``should_stop_after_turn`` and
-    ``prepare_next_turn``: the reply, its tool results (source order), the run's context (the
-    reply and the results in it) and the messages the run has added so far."""
+    ``prepare_next_turn``: the reply, its tool results (source order; none after an ``error``
+    or ``aborted`` reply), the run's context (the reply and the results in it) and the
+    messages the run has added so far."""
 
     message: AssistantMessage
     tool_results: tuple[ToolResultMessage, ...]
@@ -164,8 +167,14 @@ def _next_messages(value: Any) -> tuple[AgentMessage, ...]:
 @attrs.frozen(kw_only=True)
 class NextTurn:
     """What ``prepare_next_turn`` may change for the rest of the run (``None``: keep), and
-    ``messages`` to append before the next request (each announced with ``message_start``
-    and ``message_end``, before any steering message)."""
+    ``messages`` to append before the next request (a sequence of messages, kept as a tuple;
+    each announced with ``message_start`` and ``message_end`` after ``turn_start``, before any
+    steering message).
+
+    A ``context`` that is not an ``AgentContext``, a ``model`` that is not a ``Model``, a
+    ``thinking_level`` that is not one of ``ThinkingLevel``'s, or ``messages`` that are not a
+    sequence of messages, is a ``TypeError`` or ``ValueError`` that shows the value.
+    """
 
     context: AgentContext | None = attrs.field(default=None, validator=_check_context)
     model: Model | None = attrs.field(default=None, validator=_check_model)
@@ -178,7 +187,8 @@ class NextTurn:
 @attrs.frozen(kw_only=True)
 class RequestContext:
     """What ``prepare_request`` sees just before a request: the run's context (the messages
-    of this turn already in it), the model and the thinking level the request would use."""
+    of this turn already in it; read-only views, valid until the run's next change), the model
+    and the ``ThinkingLevel`` the request would use (``"off"`` for no reasoning)."""
 
     context: AgentContext
     model: Model
@@ -188,7 +198,7 @@ class RequestContext:
 @attrs.frozen(kw_only=True)
 class RequestUpdate:
     """What ``prepare_request`` may change for this request and the rest of the run
-    (``None``: keep)."""
+    (``None``: keep). Its fields are checked as :class:`NextTurn`'s are."""
 
     context: AgentContext | None = attrs.field(default=None, validator=_check_context)
     model: Model | None = attrs.field(default=None, validator=_check_model)
