@@ -149,12 +149,16 @@ class Timeouts:
 
 @attrs.frozen(kw_only=True)
 class StreamOptions:
-    """Options of one model request. ``api_key`` never appears in ``repr``.
+    """Options of one model request, made by the loop from the config. ``api_key`` never
+    appears in ``repr``.
 
-    ``session_id`` names the conversation: the providers send it as the prompt
-    cache key and session headers the service routes by, so that requests of one
-    conversation land where its cache is. ``cache_retention`` is how long that
-    cache should live (see :data:`CacheRetention`). ``thinking_level`` is recorded
+    ``session_id`` (a ``str``, else ``TypeError``) names the conversation: the providers
+    send it as the prompt cache key and session headers the service routes by, so that
+    requests of one conversation land where its cache is (cut to the length the service
+    takes; in a header, a character a header cannot carry, or a ``%``, is percent-encoded as
+    its UTF-8 bytes, so that two ids never share a header). ``cache_retention`` is how long that
+    cache should live (see :data:`CacheRetention`). ``thinking_level`` (a
+    ``ReplyThinkingLevel``) is recorded
     on the reply as its ``thinking_level`` (the agent loop sets the level it asks
     for, ``"off"`` included; None, the default, records none).
     """
@@ -430,7 +434,10 @@ class AssistantMessageBuilder:
     One block is open at a time; opening a block while another is open closes
     the other first (without an event: call the ``*_end`` method yourself to
     have one). Each event's ``partial`` is a snapshot that costs O(1) to make
-    and is built only if read, so streaming *N* deltas costs O(*N*).
+    and is built only if read, so streaming *N* deltas costs O(*N*). ``usage``,
+    ``response_id`` and ``timestamp`` are plain attributes the provider updates;
+    ``thinking_level`` (the options' ``thinking_level``) is set on the final reply (``done``
+    or ``error``), not on the partial ones.
     """
 
     __slots__ = (
