@@ -263,16 +263,15 @@ def _attribute_docstrings(module: str) -> dict[str, str]:
         elif isinstance(statement, ast.AnnAssign):
             targets = [statement.target]
         docstring = (
-            isinstance(after, ast.Expr)
+            after.value.value
+            if isinstance(after, ast.Expr)
             and isinstance(after.value, ast.Constant)
             and isinstance(after.value.value, str)
-            and after.value.value.strip()
+            else ""
         )
         for target in targets:
-            if isinstance(target, ast.Name) and docstring:
-                assert isinstance(after, ast.Expr)
-                assert isinstance(after.value, ast.Constant)
-                found[target.id] = after.value.value
+            if isinstance(target, ast.Name) and docstring.strip():
+                found[target.id] = docstring
     return found
 
 
