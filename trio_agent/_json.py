@@ -582,9 +582,9 @@ def register_message_kind(cls: type[Any]) -> type[Any]:
     """Make an application's own message class readable and writable as JSON.
 
     ``cls`` must be an attrs class with a ``role`` class attribute that no
-    other kind uses; its fields are written in camelCase. Usable as a class
-    decorator. Custom messages stay in the transcript; the default
-    ``convert_to_llm`` does not show them to the model.
+    other kind uses (a ``TypeError``, or a ``ValueError`` for a role taken, otherwise);
+    its fields are written in camelCase. Usable as a class decorator. Custom messages stay
+    in the transcript; the default ``convert_to_llm`` does not show them to the model.
     """
     if not attrs.has(cls):
         raise TypeError(f"{cls!r} is not an attrs class")
@@ -713,7 +713,9 @@ def _problems(exc: BaseException, path: str) -> list[str]:
 def from_json(data: Any, into: Any = list[AgentMessage]) -> Any:
     """Plain JSON data read as ``into`` (default: a transcript, a list of messages of any kind).
 
-    Raises :class:`~trio_agent.TranscriptError` listing every problem with its path.
+    Raises :class:`~trio_agent.TranscriptError` listing every problem with its path. Its
+    strings are taken as they are: the repair of lone surrogates is :func:`loads`'s, as it
+    reads text.
     """
     try:
         try:
@@ -747,7 +749,8 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
 
     Numbers that are not finite, integers too long to write and lone surrogates are
     written as the module's docs say. ``ValueError`` naming it when a free-form value
-    nests deeper than :data:`MAX_NESTING`, ``TypeError`` for a value that is not JSON
+    nests deeper than :data:`MAX_NESTING` (256) arrays and objects (servers' JSON stops at
+    about 200), ``TypeError`` for a value that is not JSON
     data (a ``set``, a ``datetime`` in ``details``).
     """
     try:
