@@ -78,3 +78,6 @@ class SphinxRoles(griffe.Extension):
                     visit(member)  # type: ignore[arg-type]
 
         visit(pkg)
+
+    # griffe before 2.0 names the same hook so.
+    on_package_loaded = on_package
