@@ -321,10 +321,11 @@ def _nav_pages() -> list[str]:
 
 
 def _not_in_nav() -> list[str]:
-    """The pages mkdocs.yml's not_in_nav lists (one `/page.md` a line)."""
+    """The pages mkdocs.yml's not_in_nav lists (one `/page.md` a line), if it has one."""
     text = MKDOCS.read_text(encoding="utf-8")
     block = re.search(r"^not_in_nav: \|\n(?P<lines>(?:[ \t]+\S.*\n)*)", text, re.MULTILINE)
-    assert block is not None
+    if block is None:
+        return []
     return [line.strip().lstrip("/") for line in block["lines"].splitlines()]
 
 
