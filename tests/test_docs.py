@@ -1,10 +1,11 @@
 """The documentation is checked: every Python block of the README and of docs/ runs and
-prints what its ``output`` block says, the example tests pass, and docs/api.md has an
-entry, with the right signature, for every public name."""
+prints what its ``output`` block says, the example tests pass, and the site built from docs/
+(mkdocs.yml) has every page in its navigation and renders every public name's docstring once."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import re
@@ -15,13 +16,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import attrs
 import pytest
 
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "reference").glob("*.md")),
+]
 
 # A ```python block, and the ```output block that follows it (blank lines between allowed):
 # what the block must print.
@@ -57,9 +61,16 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.rstrip().splitlines()]
 
 
+def _needs_examples(page: Path) -> bool:
+    """Every page shows its topic at work, except the reference pages (rendered from the
+    docstrings, with an example only where one helps) and a page that is only its title."""
+    text = page.read_text(encoding="utf-8").strip()
+    return page.parent.name != "reference" and "\n" in text
+
+
 def test_every_page_has_examples() -> None:
     pages = {param.values[0] for param in BLOCKS}
-    assert pages == set(PAGES)
+    assert {page for page in PAGES if _needs_examples(page)} <= pages
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
@@ -159,63 +170,85 @@ def test_example_test_file_passes_as_a_user_would_run_it(
     result.assert_outcomes(passed=tests)
 
 
-# --- docs/api.md -------------------------------------------------------------------------------
+# --- the site and its API reference -----------------------------------------------------------
 #
-# The reference is written by hand and checked here. It has one section per module, headed
-# "## `module`"; in it, an *entry* is a heading (### to ######) or a table row that starts with
-# a code span: `Name`, `Name = ...`, or a signature `Name(params)`, `async name(params)`,
-# `async with name(params)`, where Name may be dotted (`Agent.prompt`, `faux.model`) and is
-# looked up in the section's module. The providers' modules are documented in the section of
-# trio_agent.providers, their names written `faux.model`.
+# The reference is generated from the docstrings by mkdocstrings: docs/reference/*.md are made of
+# `::: dotted.path` directives. A module's directive renders the module's docstring and, unless
+# its options say `members: false`, every name of its __all__.
 
-API_PAGE = ROOT / "docs" / "api.md"
-PROVIDER_MODULES = ("faux", "openai_chat", "openai_responses", "anthropic", "google")
-_SECTION = re.compile(r"^## `(?P<module>[\w.]+)`", re.MULTILINE)
-_ENTRY = re.compile(r"^(?:#{3,6} +|\| *)`(?P<code>[^`]+)`", re.MULTILINE)
-_SIGNATURE = re.compile(
-    r"(?P<prefix>async with |async )?(?P<name>[A-Za-z_][\w.]*)(?P<call>\((?P<params>.*)\))?"
+MKDOCS = ROOT / "mkdocs.yml"
+REFERENCE = ROOT / "docs" / "reference"
+PUBLIC_MODULES = (
+    "trio_agent",
+    "trio_agent.models",
+    "trio_agent.providers",
+    "trio_agent.providers.faux",
+    "trio_agent.providers.openai_chat",
+    "trio_agent.providers.openai_responses",
+    "trio_agent.providers.anthropic",
+    "trio_agent.providers.google",
+    "trio_agent.testing",
+    "trio_agent.testing.strategies",
+    "trio_agent.testing.pytest_plugin",
+    "trio_agent.batch",
+    "trio_agent.ray",
+    "trio_agent.mcp",
+    "trio_agent.otel",
 )
+_DIRECTIVE = re.compile(r"^::: (?P<path>[\w.]+)\n(?P<options>(?:[ \t]+\S.*\n)*)", re.MULTILINE)
 
 
-def _required_names() -> dict[str, set[str]]:
-    """For each module the page documents, the names its section must have."""
-    required: dict[str, set[str]] = {}
-    for name in (
-        "trio_agent",
-        "trio_agent.providers",
-        "trio_agent.testing",
-        "trio_agent.testing.strategies",
-        "trio_agent.testing.pytest_plugin",
-        "trio_agent.batch",
-        "trio_agent.ray",
-    ):
-        required[name] = set(importlib.import_module(name).__all__)
-    for module in PROVIDER_MODULES:
-        names = importlib.import_module(f"trio_agent.providers.{module}").__all__
-        required["trio_agent.providers"] |= {f"{module}.{name}" for name in names}
-    return required
+def _public_names() -> list[tuple[str, str]]:
+    """(module, name) of every name of every public module's __all__."""
+    return [
+        (module, name)
+        for module in PUBLIC_MODULES
+        for name in importlib.import_module(module).__all__
+    ]
 
 
-def _entries() -> list[tuple[str, str]]:
-    """(module, code span) of every entry of docs/api.md, in order."""
-    text = API_PAGE.read_text(encoding="utf-8")
-    sections = list(_SECTION.finditer(text))
-    entries: list[tuple[str, str]] = []
-    for number, section in enumerate(sections):
-        end = sections[number + 1].start() if number + 1 < len(sections) else len(text)
-        body = text[section.end() : end]
-        entries += [(section["module"], entry["code"]) for entry in _ENTRY.finditer(body)]
-    return entries
-
-
-def _resolve(module: str, dotted: str) -> Any:
-    value: Any = importlib.import_module(module)
-    for part in dotted.split("."):
-        if isinstance(value, ModuleType) and not hasattr(value, part):
-            value = importlib.import_module(f"{value.__name__}.{part}")
-        else:
+def _object(path: str) -> Any:
+    """What a dotted path names: a module, or an attribute of the longest module prefix."""
+    parts = path.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            value: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for part in parts[split:]:
             value = getattr(value, part)
-    return value
+        return value
+    raise ImportError(path)
+
+
+def _key(module: str, name: str) -> object:
+    """What a public name stands for, so that a thing re-exported under several names is
+    documented once: a name assigned at a module's top level with a docstring (a type alias, a
+    constant) is the assignment; another name is the object it names (a class, a function, a
+    module), or, for a plain value, its dotted path (two equal constants are two names)."""
+    assigned = _assignment(module, name)
+    if assigned is not None:
+        return assigned
+    value = _object(f"{module}.{name}")
+    if isinstance(value, str | int | float | bool | tuple | frozenset) or value is None:
+        return f"{module}.{name}"
+    return id(value)
+
+
+def _documented() -> dict[object, list[str]]:
+    """For each thing the reference pages render, the directives that render it."""
+    rendered: dict[object, list[str]] = {}
+    for page in sorted(REFERENCE.glob("*.md")):
+        for directive in _DIRECTIVE.finditer(page.read_text(encoding="utf-8")):
+            path = directive["path"]
+            where = f"{page.name}: ::: {path}"
+            module, _, name = path.rpartition(".")
+            rendered.setdefault(_key(module, name), []).append(where)
+            value = _object(path)
+            if isinstance(value, ModuleType) and "members: false" not in directive["options"]:
+                for member in value.__all__:
+                    rendered.setdefault(_key(path, member), []).append(where)
+    return rendered
 
 
 @pytest.fixture
@@ -237,102 +270,141 @@ def forget_the_plugin() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("forget_the_plugin")
-def test_api_reference_has_every_public_name() -> None:
-    documented: dict[str, set[str]] = {}
-    for module, code in _entries():
-        match = _SIGNATURE.match(code)
-        assert match is not None, f"docs/api.md: cannot read the entry `{code}`"
-        documented.setdefault(module, set()).add(match["name"])
-    missing = {
-        module: sorted(names - documented.get(module, set()))
-        for module, names in _required_names().items()
-        if names - documented.get(module, set())
+def test_the_reference_renders_every_public_name_once() -> None:
+    rendered = _documented()
+    counts = {
+        f"{module}.{name}": rendered.get(_key(module, name), []) for module, name in _public_names()
     }
-    assert missing == {}, f"docs/api.md has no entry for these public names: {missing}"
+    missing = sorted(path for path, where in counts.items() if not where)
+    twice = {path: where for path, where in counts.items() if len(where) > 1}
+    assert missing == [], f"docs/reference/ renders none of these public names: {missing}"
+    assert twice == {}, f"docs/reference/ renders these public names more than once: {twice}"
 
 
-def _documented_parameters(params: str) -> list[inspect.Parameter]:
-    """The parameters of a signature as the page writes it (defaults: literals, or Ellipsis
-    for an expression the test does not evaluate)."""
-    function = ast.parse(f"def _({params}): pass").body[0]
-    assert isinstance(function, ast.FunctionDef)
-    arguments = function.args
-
-    def default(node: ast.expr | None) -> Any:
-        if node is None:
-            return inspect.Parameter.empty
-        try:
-            return ast.literal_eval(node)
-        except (ValueError, TypeError):
-            return ...
-
-    positional = [*arguments.posonlyargs, *arguments.args]
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(arguments.defaults))
-    defaults += arguments.defaults
-    result = []
-    for index, (argument, value) in enumerate(zip(positional, defaults, strict=True)):
-        kind = (
-            inspect.Parameter.POSITIONAL_ONLY
-            if index < len(arguments.posonlyargs)
-            else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        )
-        result.append(inspect.Parameter(argument.arg, kind, default=default(value)))
-    if arguments.vararg is not None:
-        result.append(inspect.Parameter(arguments.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
-    for argument, value in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
-        result.append(
-            inspect.Parameter(argument.arg, inspect.Parameter.KEYWORD_ONLY, default=default(value))
-        )
-    if arguments.kwarg is not None:
-        result.append(inspect.Parameter(arguments.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
-    return result
-
-
-def _problems(module: str, code: str) -> list[str]:
-    match = _SIGNATURE.match(code)
-    assert match is not None
-    name = match["name"]
-    try:
-        value = _resolve(module, name)
-    except (AttributeError, ImportError):
-        return [f"`{code}`: {module} has no {name}"]
-    problems = []
-    prefix = match["prefix"] or ""
-    is_async = inspect.iscoroutinefunction(value)
-    is_async_with = (  # an @asynccontextmanager function
-        inspect.isfunction(value)
-        and inspect.unwrap(value) is not value
-        and inspect.isasyncgenfunction(inspect.unwrap(value))
-    )
-    if (prefix == "async ") != is_async or (prefix == "async with ") != is_async_with:
-        kind = "async" if is_async else "async with" if is_async_with else "no prefix"
-        problems.append(f"`{code}`: written with {prefix.strip() or 'no prefix'}, is {kind}")
-    if match["call"] is None:
-        return problems
-    actual_parameters = list(inspect.signature(value).parameters.values())
-    if actual_parameters and actual_parameters[0].name == "self" and "." in name:
-        actual_parameters = actual_parameters[1:]  # a method, looked up on its class
-    written_parameters = _documented_parameters(match["params"])
-    if [(p.name, p.kind) for p in written_parameters] != [
-        (p.name, p.kind) for p in actual_parameters
-    ]:
-        problems.append(f"`{code}`: the parameters are {inspect.signature(value)}")
-        return problems
-    for written, actual in zip(written_parameters, actual_parameters, strict=True):
-        has_default = actual.default is not inspect.Parameter.empty
-        if (written.default is not inspect.Parameter.empty) != has_default:
-            problems.append(f"`{code}`: {actual.name} is {actual}")
-        elif (
-            written.default is not ...
-            and actual.default is not attrs.NOTHING  # an attrs factory: any value is fine
-            and has_default
-            and written.default != actual.default
-        ):
-            problems.append(f"`{code}`: {actual.name} defaults to {actual.default!r}")
-    return problems
+# A private module's directive renders its docstring alone, as the introduction of a page or a
+# section: the docstring that says how the public names it defines work together.
+_INTRODUCTION = "    options:\n      members: false\n      show_root_heading: false\n"
 
 
 @pytest.mark.usefixtures("forget_the_plugin")
-def test_api_reference_entries_match_the_code() -> None:
-    problems = [problem for module, code in _entries() for problem in _problems(module, code)]
-    assert problems == [], "docs/api.md disagrees with the code:\n" + "\n".join(problems)
+def test_every_directive_of_the_reference_names_something_public() -> None:
+    public = {_key(module, name) for module, name in _public_names()}
+    public |= {id(importlib.import_module(module)) for module in PUBLIC_MODULES}
+    for page in sorted(REFERENCE.glob("*.md")):
+        for directive in _DIRECTIVE.finditer(page.read_text(encoding="utf-8")):
+            path = directive["path"]
+            if path.rpartition(".")[2].startswith("_"):
+                assert isinstance(_object(path), ModuleType), f"{page.name}: ::: {path}"
+                assert directive["options"] == _INTRODUCTION, f"{page.name}: ::: {path}"
+                continue
+            module, _, name = path.rpartition(".")
+            assert _key(module, name) in public, f"{page.name}: ::: {path}"
+
+
+@functools.cache
+def _attribute_docstrings(module: str) -> dict[str, str]:
+    """The names a module assigns at its top level that a string literal follows (the
+    attribute docstrings mkdocstrings renders), and where the module imports a name from."""
+    path = importlib.import_module(module).__file__
+    assert path is not None
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    found: dict[str, str] = {}
+    for statement, after in zip(tree.body, [*tree.body[1:], None], strict=True):
+        if isinstance(statement, ast.ImportFrom) and statement.level > 0:
+            package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+            for _ in range(statement.level - 1):
+                package = package.rpartition(".")[0]
+            source = f"{package}.{statement.module}" if statement.module else package
+            for alias in statement.names:
+                found.setdefault(alias.asname or alias.name, f"from {source}:{alias.name}")
+            continue
+        targets: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            targets = statement.targets
+        elif isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        docstring = (
+            after.value.value
+            if isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+            else ""
+        )
+        for target in targets:
+            if isinstance(target, ast.Name) and docstring.strip():
+                found[target.id] = docstring
+    return found
+
+
+def _assignment(module: str, name: str) -> str | None:
+    """Where a name is assigned with a docstring (``module.name``, after following the imports
+    that re-export it), or None if it is not."""
+    for _ in range(5):
+        found = _attribute_docstrings(module).get(name)
+        if found is None:
+            return None
+        if not found.startswith("from "):
+            return f"{module}.{name}"
+        module, _, name = found[len("from ") :].rpartition(":")
+    return None
+
+
+def _docstring(module: str, name: str) -> str | None:
+    """The docstring mkdocstrings renders for a public name: its own ``__doc__`` for a class,
+    function or module (not one it inherits), else the string that follows its assignment."""
+    assigned = _assignment(module, name)
+    if assigned is not None:
+        module, _, name = assigned.rpartition(".")
+        return _attribute_docstrings(module)[name]
+    value = _object(f"{module}.{name}")
+    if isinstance(value, ModuleType) or inspect.isroutine(value):
+        return value.__doc__
+    if inspect.isclass(value):
+        return value.__dict__.get("__doc__")
+    return None
+
+
+@pytest.mark.usefixtures("forget_the_plugin")
+def test_every_public_name_has_a_docstring_of_its_own() -> None:
+    bare = [
+        f"{module}.{name}"
+        for module, name in _public_names()
+        if not (_docstring(module, name) or "").strip()
+    ]
+    assert bare == [], f"these public names have no docstring: {bare}"
+
+
+def _nav_pages() -> list[str]:
+    """The pages of mkdocs.yml's nav (every `.md` path in the nav section), in order."""
+    text = MKDOCS.read_text(encoding="utf-8")
+    nav = text[text.index("\nnav:\n") :]
+    return re.findall(r"^\s+- (?:[^:\n]+: )?(\S+\.md)$", nav, re.MULTILINE)
+
+
+def _not_in_nav() -> list[str]:
+    """The pages mkdocs.yml's not_in_nav lists (one `/page.md` a line), if it has one."""
+    text = MKDOCS.read_text(encoding="utf-8")
+    block = re.search(r"^not_in_nav: \|\n(?P<lines>(?:[ \t]+\S.*\n)*)", text, re.MULTILINE)
+    if block is None:
+        return []
+    return [line.strip().lstrip("/") for line in block["lines"].splitlines()]
+
+
+def test_every_page_of_the_nav_exists() -> None:
+    pages = _nav_pages()
+    assert "index.md" in pages
+    assert "reference/index.md" in pages
+    assert [page for page in pages if not (ROOT / "docs" / page).is_file()] == []
+    assert len(pages) == len(set(pages)), "a page is twice in the nav"
+
+
+def test_every_page_of_the_docs_is_in_the_nav_or_listed_apart() -> None:
+    pages = {str(path.relative_to(ROOT / "docs")) for path in (ROOT / "docs").rglob("*.md")}
+    assert sorted(pages - set(_nav_pages()) - set(_not_in_nav())) == []
+    assert sorted(set(_not_in_nav()) - pages) == []
+
+
+def test_the_site_has_no_hand_written_reference() -> None:
+    assert not (ROOT / "docs" / "api.md").exists()
+    for page in PAGES:
+        assert "api.md" not in page.read_text(encoding="utf-8"), page

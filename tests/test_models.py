@@ -374,7 +374,7 @@ def test_an_unknown_ids_error_shows_a_long_id_cut_and_pickles() -> None:
 def test_every_maker_describes_another_server_by_its_defaults(
     maker: Any, id: str, context_window: int, max_tokens: int
 ) -> None:
-    """docs/api.md: a ``base_url`` other than the catalog's gets the maker's defaults."""
+    """The makers' docstrings: a ``base_url`` other than the catalog's gets the maker's defaults."""
     assert maker(id).cost != ModelCost()
     proxied = maker(id, base_url="https://llm-proxy.example.com/v1")
     assert (proxied.cost, proxied.reasoning) == (ModelCost(), False)

@@ -8,7 +8,6 @@ import inspect
 import math
 import re
 import typing
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -29,8 +28,6 @@ from trio_agent import (
 )
 from trio_agent._config import REQUEST_OPTIONS
 from trio_agent.providers import faux
-
-API_REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
 # The config fields an Agent fills in for each run, from its state and its queues.
 PER_RUN = frozenset({"model", "reasoning", "get_steering_messages", "get_follow_up_messages"})
@@ -116,15 +113,6 @@ def _keywords() -> dict[str, inspect.Parameter]:
     return parameters
 
 
-def _entry(heading: str) -> str:
-    """The text of the docs/api.md entry whose heading starts with ``heading``, without the
-    heading (which test_docs checks against the signature)."""
-    text = API_REFERENCE.read_text(encoding="utf-8")
-    match = re.search(rf"^{re.escape(heading)}.*?\n(?P<body>.*?)^#", text, re.MULTILINE | re.DOTALL)
-    assert match is not None, heading
-    return match["body"]
-
-
 def _mentions(text: str, name: str) -> bool:
     return re.search(rf"`{re.escape(name)}\b", text) is not None
 
@@ -196,13 +184,13 @@ async def test_the_agent_fills_in_the_per_run_fields() -> None:
     ]
 
 
-def test_the_api_reference_describes_each_config_field() -> None:
-    text = _entry("#### `AgentLoopConfig(")
+def test_the_configs_docstring_describes_each_field() -> None:
+    text = inspect.getdoc(AgentLoopConfig) or ""
     assert [name for name in FIELDS if not _mentions(text, name)] == []
 
 
-def test_the_api_reference_says_what_the_agent_does_with_the_other_keywords_and_fields() -> None:
-    text = _entry("#### `Agent(")
+def test_the_agents_docstring_says_what_it_does_with_the_other_keywords_and_fields() -> None:
+    text = inspect.getdoc(Agent) or ""
     assert _mentions(text, "AgentLoopConfig")
     assert [name for name in sorted(AGENT_ONLY | PER_RUN) if not _mentions(text, name)] == []
 

@@ -89,7 +89,7 @@ async def test_an_in_band_error_of_the_limit_is_whole_and_one_more_is_cut_to_it(
         assert len(cut) == MAX_ERROR_CHARS
 
 
-# -- Agent.events(buffer=64): the channel holds `buffer` events (docs/api.md) -----------------
+# -- Agent.events(buffer=64): the channel holds `buffer` events (its docstring) -------------
 
 
 @pytest.mark.parametrize("buffer", [1, 3])
@@ -111,7 +111,7 @@ async def test_a_consumer_that_reads_nothing_lets_the_run_get_exactly_buffer_eve
     assert inspect.signature(Agent.events).parameters["buffer"].default == 64
 
 
-# -- anthropic.tool_id: ^[a-zA-Z0-9_-]{1,64}$ (docs/api.md) ---------------------------------
+# -- anthropic.tool_id: ^[a-zA-Z0-9_-]{1,64}$ (its docstring) ----------------------------
 
 
 def test_a_tool_id_of_64_characters_is_kept_and_one_of_65_is_made_64() -> None:
@@ -140,7 +140,7 @@ def test_an_unfinished_event_of_the_limit_is_held_and_one_more_character_is_refu
         decoder.decode("x")
 
 
-# -- assert_cancel_safe: past max_points (200), a sample; grace (5 s) (docs/api.md, testing.md)
+# -- assert_cancel_safe: past max_points (200), a sample; grace (5 s) (its docstring, testing.md)
 
 
 async def naps(trial: Trial) -> None:
@@ -194,7 +194,7 @@ async def test_a_scenario_ending_grace_seconds_after_the_cancellation_passes_and
         await assert_cancel_safe(scenario(slow_goodbye(5.5)), modes=["abort"], grace=5)
 
 
-# -- the testing kit's strategies: "up to max_..." (docs/api.md) -------------------------------
+# -- the testing kit's strategies: "up to max_..." (their docstrings) -------------------------
 #
 # Each bound is never passed, and is reached, in the examples drawn.
 

@@ -68,7 +68,10 @@ from ._views import Prefix
 __all__ = ["Agent", "AgentBusyError", "AgentListener", "AgentState", "QueueMode"]
 
 QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
+"""How a queue of steering or follow-up messages is drained: ``"one-at-a-time"`` (one message
+each time the run asks) or ``"all"`` (every queued message at once)."""
 AgentListener: TypeAlias = Callable[[AgentEvent], Awaitable[None]]
+"""What :meth:`Agent.subscribe` takes: an async function awaited with each event."""
 
 _DEFAULT_TIMEOUTS = Timeouts()
 
@@ -93,7 +96,13 @@ _BUSY_REPLACE = "Agent is already processing. Wait for completion before replaci
 
 
 class AgentBusyError(TrioAgentError, RuntimeError):
-    """A run is active: ``prompt()``, ``continue_()`` and ``reset()`` must wait for it."""
+    """A run is active: ``prompt()``, ``continue_()``, ``reset()`` and ``replace_messages()``
+    must wait for it.
+
+    A :class:`TrioAgentError` and a ``RuntimeError``. The texts are pi's, for instance from
+    ``prompt()``: "Agent is already processing a prompt. Use steer() or follow_up() to queue
+    messages, or wait for completion."
+    """
 
 
 def _check_mode(name: str, mode: str) -> QueueMode:
@@ -214,6 +223,9 @@ class AgentState:
 class Agent:
     """An agent: a transcript, tools, a model, and the loop run on them.
 
+    One run at a time, in the task that calls :meth:`prompt` or :meth:`continue_`; between
+    runs the agent has no task of its own.
+
     ::
 
         agent = Agent(model=model, system_prompt="...", tools=[...])
@@ -223,14 +235,20 @@ class Agent:
         agent.abort()                                 # sync, idempotent
 
     Every constructor keyword but ``model`` is optional. The options and
-    hooks are the fields of :class:`~trio_agent.AgentLoopConfig`, with the
+    hooks are the fields of :class:`AgentLoopConfig`, with the
     same names, types and defaults (``headers`` may also be ``None``, its
-    default: none); the agent fills in the other fields for each run:
-    ``model``, ``reasoning`` (from ``thinking_level``) and the queues'
-    ``get_steering_messages`` and ``get_follow_up_messages``. Everything a
+    default: none), checked here with the same errors; the agent fills in
+    the other fields for each run: ``model`` (the one of :meth:`set_model`),
+    ``reasoning`` (from ``thinking_level``; ``"off"``: none) and the queues'
+    ``get_steering_messages`` and ``get_follow_up_messages`` (taken by
+    ``steering_mode`` and ``follow_up_mode``). The rest is the agent's own:
+    ``system_prompt``, ``tools`` and ``messages`` make each run's
+    ``AgentContext``, and ``stream_fn`` is the run's stream function
+    (default: the provider registered for ``model.api``). Everything a
     run needs is snapshotted when it starts, so changing the agent during a
     run (its model, tools, system prompt, thinking level) affects the next
-    run.
+    run. Its state is updated from the run's events before any listener
+    sees them.
 
     Checkpoints: the async methods are always checkpoints; the sync ones
     (``steer``, ``follow_up``, ``abort``, the setters and getters) never are.
@@ -322,13 +340,14 @@ class Agent:
         self._system_prompt = system_prompt
 
     def set_model(self, model: Model) -> None:
-        """Use ``model`` from the next run on."""
+        """Use ``model`` from the next run on (``TypeError`` if it is not a ``Model``)."""
         if not isinstance(model, Model):
             raise TypeError(f"model must be a trio_agent.Model, not {model!r:.80}")
         self._model = model
 
     def set_thinking_level(self, level: ThinkingLevel) -> None:
-        """Use this thinking level from the next run on (``"off"``: no reasoning)."""
+        """Use this thinking level from the next run on (``"off"``: no reasoning;
+        ``ValueError`` if it is not a ``ThinkingLevel``)."""
         if level not in ("off", "minimal", "low", "medium", "high", "xhigh"):
             raise ValueError(
                 f"thinking level must be off, minimal, low, medium, high or xhigh, not {level!r}"
@@ -352,7 +371,8 @@ class Agent:
 
     @property
     def steering_mode(self) -> QueueMode:
-        """How many queued steering messages each poll takes: one, or all."""
+        """How many queued steering messages each poll takes: ``"one-at-a-time"`` (the
+        oldest) or ``"all"``. Settable; ``ValueError`` for anything else."""
         return self._steering.mode
 
     @steering_mode.setter
@@ -361,7 +381,8 @@ class Agent:
 
     @property
     def follow_up_mode(self) -> QueueMode:
-        """How many queued follow-up messages each poll takes: one, or all."""
+        """How many queued follow-up messages each poll takes: ``"one-at-a-time"`` (the
+        oldest) or ``"all"``. Settable; ``ValueError`` for anything else."""
         return self._follow_ups.mode
 
     @follow_up_mode.setter
@@ -372,12 +393,14 @@ class Agent:
 
     def steer(self, message: str | AgentMessage) -> None:
         """Queue a message for the running run, injected before its next model call
-        (or for the next run). A ``str`` is a user text message."""
+        (or for the next run). A ``str`` is a user text message; anything else must be a
+        message (an object with a ``role``), or ``TypeError``."""
         self._steering.items.append(_as_message(message, "steer()"))
 
     def follow_up(self, message: str | AgentMessage) -> None:
         """Queue a message that starts another turn when the agent would otherwise stop.
-        A ``str`` is a user text message."""
+        A ``str`` is a user text message; anything else must be a message (an object with a
+        ``role``), or ``TypeError``."""
         self._follow_ups.items.append(_as_message(message, "follow_up()"))
 
     def clear_steering_queue(self) -> None:
@@ -423,7 +446,8 @@ class Agent:
 
         Subscribing a listener again adds it again (it is called once more
         per event). ``unsubscribe()`` is sync and idempotent, and removes
-        every subscription of this listener.
+        every subscription of this listener. A plain (not async) function is
+        a ``TypeError``.
         """
         if not callable(listener):
             raise TypeError(f"a listener must be an async callable, not {listener!r}")
@@ -620,9 +644,17 @@ class Agent:
     ) -> None:
         """Run the agent on a prompt: text (with ``images``), a message, or a list of messages.
 
+        Args:
+            input: the prompt: a ``str`` (a user text message), a message, or a list of
+                messages.
+            images: ``ImageContent`` blocks sent with a text prompt.
+
         Returns when the run has ended (after the ``agent_end`` listeners).
         Raises :class:`AgentBusyError` if a run is active, and re-raises what
-        failed a run (see the module docs). Cancellation: ``abort()`` ends
+        failed a run (a listener's, a hook's or a broken stream function's
+        exception; see the module docs) after closing it: every started tool
+        call answered, an assistant message with ``stop_reason="error"`` naming
+        the exception, ``turn_end``, ``agent_end``. Cancellation: ``abort()`` ends
         the run and ``prompt()`` returns normally; a cancellation from
         outside propagates, after the state was closed. Always a checkpoint.
         """

@@ -82,8 +82,23 @@ class Budget:
     Token limits, ``turns`` and ``cost`` are positive; ``tool_calls`` is 0 or
     more. A bad value is a ``TypeError`` or ``ValueError`` naming the field.
 
-    What a run does with it: see :class:`BudgetReached` and the guide's
-    "Budgets" section.
+    It is ``AgentLoopConfig.budget``, ``Agent(budget=...)``, and ``trio-agent --max-cost``
+    and the other ``--max-*`` flags.
+
+    A run checks its budget after each turn (the reply, its tool calls and
+    ``turn_end``): when a limit is used up, or the next request would cross it for sure, the
+    run ends there with ``agent_end(stop=BudgetReached(...))`` and asks the model nothing
+    more, polls no queue and calls no hook after it. The first request of a run is always
+    made. "For sure": ``turns`` reached; ``output_tokens`` used up; for ``input_tokens`` and
+    ``total_tokens``, what was used plus the last request's input (the next request reads the
+    same transcript and more) crosses the limit; for ``cost``, what was spent plus that input
+    at the cheaper of the model's input and cache-read prices does. So a token or cost limit
+    is exceeded by at most the one turn that crosses it, whose size is not known before it is
+    made; ``turns`` and ``tool_calls`` are never exceeded. The calls of the reply that crosses
+    a token or cost limit still run (they were asked for and paid for; the transcript can go
+    on with a larger budget); a call past the ``tool_calls`` limit does not run: its result
+    is the error ``tool-call budget of N reached``, and the run ends after that turn (a
+    truncated batch runs none).
     """
 
     input_tokens: int | None = attrs.field(default=None, validator=_count(1))
@@ -104,6 +119,9 @@ class BudgetReached:
     least the last request's). For ``tool_calls`` it counts the calls the
     model asked for, including those past the limit, which were answered
     with an error and not run.
+
+    It is ``AgentEnd.stop`` and ``AgentState.stop``; ``name`` is a :data:`BudgetName`.
+    ``str()`` of it is a line such as ``cost budget of $0.5 reached (used $0.52)``.
     """
 
     name: BudgetName

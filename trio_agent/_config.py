@@ -49,7 +49,11 @@ __all__ = [
 ]
 
 ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+"""How hard a reasoning model thinks, as an Agent's ``thinking_level`` says it (``"off"``: not at
+all, or as little as the model allows)."""
 ToolExecution: TypeAlias = Literal["parallel", "sequential"]
+"""The config's ``tool_execution``: run the tool calls of one reply at once (``"parallel"``) or
+one after another in source order (``"sequential"``)."""
 TurnDecision: TypeAlias = Literal["continue", "end"]
 """What ``finish_turn`` decides for the run: ``"continue"`` (one more request, at least) or
 ``"end"`` (no more requests); ``None`` leaves the run to its usual course."""
@@ -110,6 +114,8 @@ class AfterToolCallResult:
 
     One exception, pi's rule: new ``content`` without ``structured_content`` drops the
     result's structured content, which may no longer match it (return both to keep it).
+    The structured content a hook returns is not checked against the tool's
+    ``output_schema``.
     """
 
     content: Sequence[ToolResultContent] | None = None
@@ -123,8 +129,9 @@ class AfterToolCallResult:
 @attrs.frozen(kw_only=True)
 class TurnContext:
     """A finished turn, for ``finish_turn``, ``should_stop_after_turn`` and
-    ``prepare_next_turn``: the reply, its tool results (source order), the run's context (the
-    reply and the results in it) and the messages the run has added so far."""
+    ``prepare_next_turn``: the reply, its tool results (source order; none after an ``error``
+    or ``aborted`` reply), the run's context (the reply and the results in it) and the
+    messages the run has added so far."""
 
     message: AssistantMessage
     tool_results: tuple[ToolResultMessage, ...]
@@ -162,8 +169,14 @@ def _next_messages(value: Any) -> tuple[AgentMessage, ...]:
 @attrs.frozen(kw_only=True)
 class NextTurn:
     """What ``prepare_next_turn`` may change for the rest of the run (``None``: keep), and
-    ``messages`` to append before the next request (each announced with ``message_start``
-    and ``message_end``, before any steering message)."""
+    ``messages`` to append before the next request (a sequence of messages, kept as a tuple;
+    each announced with ``message_start`` and ``message_end`` after ``turn_start``, before any
+    steering message).
+
+    A ``context`` that is not an ``AgentContext``, a ``model`` that is not a ``Model``, a
+    ``thinking_level`` that is not one of ``ThinkingLevel``'s, or ``messages`` that are not a
+    sequence of messages, is a ``TypeError`` or ``ValueError`` that shows the value.
+    """
 
     context: AgentContext | None = attrs.field(default=None, validator=_check_context)
     model: Model | None = attrs.field(default=None, validator=_check_model)
@@ -176,7 +189,8 @@ class NextTurn:
 @attrs.frozen(kw_only=True)
 class RequestContext:
     """What ``prepare_request`` sees just before a request: the run's context (the messages
-    of this turn already in it), the model and the thinking level the request would use."""
+    of this turn already in it; read-only views, valid until the run's next change), the model
+    and the ``ThinkingLevel`` the request would use (``"off"`` for no reasoning)."""
 
     context: AgentContext
     model: Model
@@ -186,7 +200,7 @@ class RequestContext:
 @attrs.frozen(kw_only=True)
 class RequestUpdate:
     """What ``prepare_request`` may change for this request and the rest of the run
-    (``None``: keep)."""
+    (``None``: keep). Its fields are checked as :class:`NextTurn`'s are."""
 
     context: AgentContext | None = attrs.field(default=None, validator=_check_context)
     model: Model | None = attrs.field(default=None, validator=_check_model)
@@ -213,13 +227,29 @@ def _hidden(key: str | None) -> str:
 
 # The one declaration of the run options. Agent takes each field it does not fill in
 # itself as a keyword of the same name, type and default, and copies it into every run's
-# config; the class docstring describes each field (the API reference shows it).
-# tests/test_options.py checks all three.
+# config; its docstring describes each field. tests/test_options.py checks all three.
 @attrs.frozen(kw_only=True)
 class AgentLoopConfig:
     """How a run talks to its model and which hooks it calls. Only ``model`` is required.
 
-    Hooks are async callables; each is optional:
+    The request options ``api_key``, ``temperature``, ``max_tokens``, ``reasoning`` (a
+    ``ReasoningLevel`` or ``None``), ``session_id``, ``cache_retention``, ``headers``,
+    ``max_retries``, ``max_retry_delay`` and ``timeouts`` become the ``StreamOptions`` of each
+    request. ``session_id`` is a ``str`` or ``None`` (``TypeError`` otherwise),
+    ``cache_retention`` is ``"short"``, ``"long"`` or ``"none"`` (``ValueError`` otherwise),
+    ``max_retries`` an int of 0 or more, ``max_retry_delay`` a number of seconds of 0 or more
+    (``math.inf``: wait as long as a server asks, though never forever), ``timeouts`` a
+    ``Timeouts`` (a ``ValueError``, or a ``TypeError`` for ``timeouts``, otherwise).
+
+    The run options: ``tool_execution`` is ``"parallel"`` or ``"sequential"`` (``ValueError``
+    otherwise). ``tool_time_limit`` (seconds, a positive finite number or ``None``) bounds each
+    tool call whose tool sets no ``time_limit``: past it the call is cancelled and its result
+    is the error ``Tool 'name' did not finish within N s``. ``max_parallel_tools`` (a positive
+    int or ``None``) caps how many calls of a parallel batch run at once; the others have
+    started and wait for a slot, given in source order. Either one out of range is a
+    ``ValueError``. ``budget`` is a ``Budget`` or ``None`` (a ``TypeError`` otherwise).
+
+    Hooks are async callables (a plain function is a ``TypeError``); each is optional:
 
     - ``convert_to_llm(messages) -> messages``: what the model sees of the
       transcript (default: user, assistant and tool-result messages; the
@@ -229,21 +259,38 @@ class AgentLoopConfig:
       ``convert_to_llm`` (pruning, summaries).
     - ``get_api_key(provider) -> key | None``: asked before every model call
       (keys that expire); falls back to ``api_key``.
-    - ``get_steering_messages()`` / ``get_follow_up_messages()``: the queues.
-    - ``before_tool_call`` / ``after_tool_call``: see their context classes.
-    - ``prepare_request(request) -> RequestUpdate | None``: just before every
-      request (the first too), once this turn's messages are in: change the
-      context, model or thinking level for this request and the later ones.
-    - ``finish_turn(turn) -> "continue" | "end" | None``: after a reply and
-      its tool results, before ``turn_end`` (after an error or aborted reply
-      too, whose run ends whatever it says): ``"end"`` ends the run without
-      polling the queues; ``"continue"`` makes sure the model is asked once
-      more (with the context as it is, if nothing else asks it).
-    - ``should_stop_after_turn(turn) -> bool``: end the run after this turn
-      (after ``turn_end``; not asked when ``finish_turn`` said ``"end"``, and
-      ``True`` wins over its ``"continue"``).
-    - ``prepare_next_turn(turn) -> NextTurn | None``: change the context,
-      model or thinking level before another turn, and add messages to it.
+    - ``get_steering_messages()`` / ``get_follow_up_messages()``: the queues, each
+      returning a list of messages. Steering is polled before the first turn, after each
+      turn (unless ``finish_turn`` said ``"end"``), and after ``prepare_next_turn`` when
+      nothing is pending; follow-ups only when the run would otherwise end. Neither is
+      polled after an abort.
+    - ``before_tool_call(BeforeToolCallContext) -> BeforeToolCallResult | None`` /
+      ``after_tool_call(AfterToolCallContext) -> AfterToolCallResult | None``: see their
+      context classes.
+    - ``prepare_request(RequestContext) -> RequestUpdate | None``: just before every
+      request (the first too), once this turn's messages (prompts, steering, follow-ups,
+      ``NextTurn.messages``) are appended and announced, and before ``transform_context``,
+      ``convert_to_llm`` and ``get_api_key``: change the context, model or thinking level
+      for this request and the later ones. It polls no queue.
+    - ``finish_turn(TurnContext) -> "continue" | "end" | None``: after a reply and
+      its tool results are announced, before ``turn_end`` (after an error or aborted reply
+      too, whose run ends whatever it says; like every hook, not after the run's abort was
+      cancelled): ``"end"`` ends the run after ``turn_end`` with no queue polled and no other
+      hook called; ``"continue"`` makes sure the model is asked once more (by the turn the
+      tool results, a steering or a follow-up message would start anyway, else with the
+      context as it is, after the follow-up queue was found empty); ``None``: the run goes
+      on as it would. A run's ``budget`` still ends it; ``"continue"`` every time never does.
+    - ``should_stop_after_turn(TurnContext) -> bool``: end the run after this turn (a reply
+      that did not end in ``error`` or ``aborted``); asked after ``turn_end`` and the budget,
+      not when ``finish_turn`` said ``"end"``, and ``True`` wins over its ``"continue"``.
+    - ``prepare_next_turn(TurnContext) -> NextTurn | None``: change the context,
+      model or thinking level before another turn, and add messages to it; called before
+      the next turn's steering poll and ``turn_start``, only when the run goes on.
+
+    A hook that returns what it may not (``finish_turn`` something other than ``"continue"``,
+    ``"end"`` or ``None``; ``prepare_request`` something other than a ``RequestUpdate`` or
+    ``None``; ``prepare_next_turn`` something other than a ``NextTurn`` or ``None``) ends the
+    run with a ``ValueError`` or ``TypeError`` that shows the value.
 
     ``session_id`` names the conversation (the prompt cache key and session
     headers the services route by) and ``cache_retention`` says how long its

@@ -1,73 +1,7 @@
 """The ``@tool`` decorator: an :class:`AgentTool` from a typed function (design.md#tool-execution).
 
-The tool's ``name`` is the function's name, its ``description`` the
-docstring's text before the first section, and its ``parameters`` a JSON
-Schema object built from the parameters' annotations, each property described
-by the docstring (a Google ``Args:`` section, or reST ``:param name: text``)::
-
-    @tool
-    async def read_file(path: str, max_bytes: int = 10_000) -> str:
-        \"\"\"Read a text file.
-
-        Args:
-            path: The file to read, relative to the root.
-            max_bytes: Read at most this many bytes.
-        \"\"\"
-
-The decorated name is bound to the ``AgentTool``; the function itself stays
-reachable as ``read_file.execute.__wrapped__`` (``inspect.unwrap(read_file.execute)``).
-
-Annotations and their JSON Schema (the parameters' object is ``{"type": "object",
-"properties": ..., "required": [...], "additionalProperties": false}``)::
-
-    str, int, float, bool, None         {"type": "string"|"integer"|"number"|"boolean"|"null"}
-    list[T], Sequence[T], tuple[T, ...] {"type": "array", "items": T}  (a tuple is passed a tuple)
-    dict[str, T], Mapping[str, T]       {"type": "object", "additionalProperties": T}
-    Literal["a", "b"]                   {"enum": ["a", "b"], "type": "string"}  (type if uniform)
-    E, a subclass of enum.Enum          {"enum": [E's values]} (type if uniform); passed E members
-    T | None, Optional[T], T | U        {"anyOf": [T, {"type": "null"}]}  (never a type list)
-    Annotated[T, "text"]                T + "description": "text"  (the metadata's last str)
-    a TypedDict                         {"type": "object", "properties": ..., "required": [...],
-                                         "additionalProperties": false}  (required per totality)
-    Any                                 {}
-    NewType("N", T)                     T
-
-A bare ``list``/``Sequence``/``tuple`` is ``{"type": "array"}``, a bare ``dict``/``Mapping``
-``{"type": "object"}``. A float parameter accepts an int (JSON Schema's ``number``) and gets it
-unchanged. A parameter with a default is not required, and carries ``"default"`` when the default
-is representable in JSON. ``Annotated`` descriptions win over the docstring's.
-
-Models often send ``null`` for an argument they mean to leave out. Validation (pi's rule, see
-:mod:`trio_agent._validation`) drops a ``null`` for a parameter with a default whose annotation
-does not allow ``None``, so the function's default applies (``height: int = 100`` gets 100, not
-0); a ``null`` for ``T | None`` stays ``None``. Likewise a ``TypedDict`` key that is not
-required is left out when its value is a ``null`` its type does not allow.
-
-Two parameters are injected rather than described: ``tool_call_id`` (``str``) gets the call's id,
-and ``on_update`` (``ToolUpdate``, or unannotated) the progress callback. Anything else the
-decorator cannot describe (positional-only parameters, ``*args``, ``**kwargs``, a missing or
-unmappable annotation) is a :class:`ToolDefinitionError` naming the function, the parameter and
-the annotation. String annotations (``from __future__ import annotations``) are resolved by
-``typing.get_type_hints`` in the function's module, so the types they name must live there, not
-in an enclosing function; an injected parameter's or the return's annotation may stay unresolved
-(a name imported under ``TYPE_CHECKING``).
-
-An async function is awaited. A sync function runs in a worker thread
-(``trio.to_thread.run_sync``), and its ``on_update`` may be called from that thread: it runs the
-loop's callback in the Trio thread (``trio.from_thread.run_sync``) and returns when it has.
-
-The return value becomes the result: a :class:`ToolResult` as is; a ``str`` one text block;
-anything else serializable as JSON (``None`` included, which gives ``"null"`` -- never an empty
-text block, which some providers reject) a text block of its JSON, with the value as ``details``.
-Exceptions propagate (the loop turns them into error results).
-
-Cancellation: an async tool is cancelled at its next checkpoint, as any Trio code. A thread
-cannot be interrupted: by default a cancelled sync tool's call waits for the thread to finish
-(the function may poll ``trio.from_thread.check_cancelled()`` to stop early); with
-``abandon_on_cancel=True`` the call raises ``Cancelled`` at once and the thread is left running
-in the background, its result discarded -- only for work that is safe to abandon. An abandoned
-thread's ``on_update`` calls still reach the loop's callback (which drops updates of a finished
-call) until the run ends, and then raise ``trio.RunFinishedError`` in the thread.
+The rules (the schema of each annotation, the parameters injected, the return values,
+cancellation) are :func:`tool`'s docstring.
 """
 
 from __future__ import annotations
@@ -166,17 +100,84 @@ def tool(
 ) -> AgentTool | Callable[[Callable[..., Any]], AgentTool]:
     """Make an :class:`AgentTool` of a typed function (``@tool`` or ``@tool(...)``).
 
-    ``name`` and ``description`` replace the function's name and docstring summary;
-    ``label``, ``execution_mode``, ``prepare_arguments``, ``time_limit``, ``limiter``,
-    ``output_schema`` and ``replay`` go to the ``AgentTool`` as they are.
-    See the module docstring for the schema, the injected parameters and the return values.
+    The tool's ``name`` is the function's name, its ``description`` the docstring's text before
+    the first section, and its ``parameters`` a JSON Schema object built from the parameters'
+    annotations, each property described by the docstring (a Google ``Args:`` section, or reST
+    ``:param name: text``)::
 
-    Cancellation: an async function is cancelled at its next checkpoint. A sync function runs
-    in a worker thread, which cannot be interrupted: with ``abandon_on_cancel=False`` (the
-    default) a cancelled call waits until the thread finishes (the function may call
-    ``trio.from_thread.check_cancelled()`` to give up early); with ``abandon_on_cancel=True``
-    the call ends at once with ``Cancelled`` and the thread is left running in the background,
-    its result or exception discarded.
+        @tool
+        async def read_file(path: str, max_bytes: int = 10_000) -> str:
+            \"\"\"Read a text file.
+
+            Args:
+                path: The file to read, relative to the root.
+                max_bytes: Read at most this many bytes.
+            \"\"\"
+
+    The decorated name is bound to the ``AgentTool``; the function itself stays reachable as
+    ``read_file.execute.__wrapped__`` (``inspect.unwrap(read_file.execute)``).
+
+    Annotations and their JSON Schema (the parameters' object is ``{"type": "object",
+    "properties": ..., "required": [...], "additionalProperties": false}``)::
+
+        str, int, float, bool, None     {"type": "string"|"integer"|"number"|"boolean"|"null"}
+        list[T], Sequence[T],           {"type": "array", "items": T}  (a tuple is passed a
+          tuple[T, ...]                   tuple)
+        dict[str, T], Mapping[str, T]   {"type": "object", "additionalProperties": T}
+        Literal["a", "b"]               {"enum": ["a", "b"], "type": "string"}  (type if
+                                          uniform)
+        E, a subclass of enum.Enum      {"enum": [E's values]} (type if uniform); passed E
+                                          members
+        T | None, Optional[T], T | U    {"anyOf": [T, {"type": "null"}]}  (never a type list)
+        Annotated[T, "text"]            T + "description": "text"  (the metadata's last str)
+        a TypedDict                     {"type": "object", "properties": ..., "required": [...],
+                                         "additionalProperties": false}  (required per totality)
+        Any                             {}
+        NewType("N", T)                 T
+
+    A bare ``list``/``Sequence``/``tuple`` is ``{"type": "array"}``, a bare ``dict``/``Mapping``
+    ``{"type": "object"}``. A float parameter accepts an int (JSON Schema's ``number``) and gets
+    it unchanged. A parameter with a default is not required, and carries ``"default"`` when the
+    default is representable in JSON. ``Annotated`` descriptions win over the docstring's.
+
+    Models often send ``null`` for an argument they mean to leave out. Validation (pi's rule,
+    see :mod:`trio_agent._validation`) drops a ``null`` for a parameter with a default whose
+    annotation does not allow ``None``, so the function's default applies (``height: int = 100``
+    gets 100, not 0); a ``null`` for ``T | None`` stays ``None``. Likewise a ``TypedDict`` key
+    that is not required is left out when its value is a ``null`` its type does not allow.
+
+    Two parameters are injected rather than described: ``tool_call_id`` (``str``) gets the
+    call's id, and ``on_update`` (``ToolUpdate``, or unannotated) the progress callback.
+    Anything else the decorator cannot describe (positional-only parameters, ``*args``,
+    ``**kwargs``, a missing or unmappable annotation) is a :class:`ToolDefinitionError` naming
+    the function, the parameter and the annotation. String annotations (``from __future__ import
+    annotations``) are resolved by ``typing.get_type_hints`` in the function's module, so the
+    types they name must live there, not in an enclosing function; an injected parameter's or
+    the return's annotation may stay unresolved (a name imported under ``TYPE_CHECKING``).
+
+    An async function is awaited. A sync function runs in a worker thread
+    (``trio.to_thread.run_sync``), and its ``on_update`` may be called from that thread: it runs
+    the loop's callback in the Trio thread (``trio.from_thread.run_sync``) and returns when it
+    has.
+
+    The return value becomes the result: a :class:`ToolResult` as is; a ``str`` one text block;
+    anything else serializable as JSON (``None`` included, which gives ``"null"`` -- never an
+    empty text block, which some providers reject) a text block of its JSON, with the value as
+    ``details``. Exceptions propagate (the loop turns them into error results).
+
+    Cancellation: an async tool is cancelled at its next checkpoint, as any Trio code. A thread
+    cannot be interrupted: by default a cancelled sync tool's call waits for the thread to
+    finish (the function may poll ``trio.from_thread.check_cancelled()`` to stop early); with
+    ``abandon_on_cancel=True`` the call raises ``Cancelled`` at once and the thread is left
+    running in the background, its result discarded -- only for work that is safe to abandon. An
+    abandoned thread's ``on_update`` calls still reach the loop's callback (which drops updates
+    of a finished call) until the run ends, and then raise ``trio.RunFinishedError`` in the
+    thread.
+
+    ``name`` and ``description`` replace the function's name and docstring summary; ``label``,
+    ``execution_mode``, ``prepare_arguments``, ``time_limit``, ``limiter``, ``output_schema``
+    and ``replay`` go to the ``AgentTool`` as they are (a sync function past its ``time_limit``
+    is answered when its thread returns, unless ``abandon_on_cancel=True``).
 
     Raises :class:`ToolDefinitionError` when ``fn`` is not a function, has no usable name, or
     has a parameter that cannot be described.

@@ -55,9 +55,10 @@ class ToolArgumentsError(TrioAgentError, ValueError):
 
 class ToolDefinitionError(TrioAgentError, ValueError):
     """A tool cannot be built: its schema is not valid JSON Schema (or has a ``$ref`` that does
-    not resolve within it, or a pattern RE2 cannot compile, or is too large or too deep to compile
-    within bounds), or the function given to :func:`trio_agent.tool` has a signature we cannot
-    describe. The message names the tool and the problem."""
+    not resolve within it, references that loop back on themselves, a pattern RE2 cannot
+    compile, or is too large or too deep to compile within bounds), or the function given to
+    :func:`trio_agent.tool` has a signature we cannot describe. The message names the tool and
+    the problem."""
 
 
 class TranscriptError(TrioAgentError, ValueError):
@@ -74,11 +75,15 @@ class UnknownApiError(TrioAgentError, LookupError):
 class UnknownModelError(TrioAgentError, LookupError):
     """A provider's maker (``anthropic.model(id)``, ...) was asked, without a ``base_url``,
     for a model the catalog does not list at that provider: one that is misspelt, or
-    that the provider no longer serves.
+    that the provider no longer serves (on any API). That is for the API's own provider
+    and a provider that serves models over the API; the name of one that serves none
+    there is only a label.
 
     The message names the id, the provider and the API, and lists the provider's
-    nearest known ids. A model the catalog does not know is still made when given a
-    ``base_url`` (then described by what is given and the maker's defaults).
+    nearest known ids (also in ``provider``, ``api``, ``id`` and ``nearest``). A model the
+    catalog does not know is still made when given a ``base_url`` (then described by what
+    is given and the maker's defaults). Also exported as
+    ``trio_agent.models.UnknownModelError``.
     """
 
     provider: str = ""

@@ -254,7 +254,7 @@ class AgentEnd:
 
     ``stop`` is the budget that ended the run (:class:`~trio_agent.BudgetReached`),
     or None when the run ended for any other reason: the model was done, a hook
-    stopped it, an error, an abort.
+    stopped it, an error, an abort. In JSON ``stop`` is written only when set.
     """
 
     type: ClassVar[Literal["agent_end"]] = "agent_end"

@@ -1,4 +1,4 @@
-"""Tool execution: one batch of tool calls from one assistant message (loop.md §5).
+"""Tool execution: one batch of tool calls from one assistant message (design.md#tool-execution).
 
 A batch runs in one of three ways (:func:`batch_mode` chooses which):
 

@@ -582,9 +582,9 @@ def register_message_kind(cls: type[Any]) -> type[Any]:
     """Make an application's own message class readable and writable as JSON.
 
     ``cls`` must be an attrs class with a ``role`` class attribute that no
-    other kind uses; its fields are written in camelCase. Usable as a class
-    decorator. Custom messages stay in the transcript; the default
-    ``convert_to_llm`` does not show them to the model.
+    other kind uses (a ``TypeError``, or a ``ValueError`` for a role taken, otherwise);
+    its fields are written in camelCase. Usable as a class decorator. Custom messages stay
+    in the transcript; the default ``convert_to_llm`` does not show them to the model.
     """
     if not attrs.has(cls):
         raise TypeError(f"{cls!r} is not an attrs class")
@@ -713,7 +713,9 @@ def _problems(exc: BaseException, path: str) -> list[str]:
 def from_json(data: Any, into: Any = list[AgentMessage]) -> Any:
     """Plain JSON data read as ``into`` (default: a transcript, a list of messages of any kind).
 
-    Raises :class:`~trio_agent.TranscriptError` listing every problem with its path.
+    Raises :class:`~trio_agent.TranscriptError` listing every problem with its path. Its
+    strings are taken as they are: the repair of lone surrogates is :func:`loads`'s, as it
+    reads text.
     """
     try:
         try:
@@ -746,9 +748,21 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     text in pi's camelCase shape, which :func:`loads` reads back.
 
     Numbers that are not finite, integers too long to write and lone surrogates are
-    written as the module's docs say. ``ValueError`` naming it when a free-form value
-    nests deeper than :data:`MAX_NESTING`, ``TypeError`` for a value that is not JSON
-    data (a ``set``, a ``datetime`` in ``details``).
+    written as the module's docs say.
+
+    Args:
+        value: what to write: a message, a block, an event, or a sequence or mapping of them.
+        indent: as ``json.dumps``'s (``None``: one line).
+
+    Returns:
+        The JSON text.
+
+    Raises:
+        ValueError: a free-form value (arguments, ``details``) nests deeper than
+            :data:`MAX_NESTING` (256) arrays and objects (servers' JSON stops at about
+            200); the message names the field.
+        TypeError: a value that is not JSON data (a ``set``, a ``datetime`` in
+            ``details``).
     """
     try:
         data = to_json(value)
@@ -810,12 +824,23 @@ def _may_hold_surrogates(text: str) -> bool:
 def loads(data: str | bytes, into: Any = list[AgentMessage]) -> Any:
     """Read JSON text as ``into`` (default: a transcript, a list of messages).
 
-    ``into`` may be a message, content or usage class, a union alias such as
-    ``trio_agent.AgentMessage``, or ``list[...]`` of one. Unknown keys, roles
-    and block types are rejected: :class:`~trio_agent.TranscriptError` names
-    every problem and its path. Whatever ``data`` holds, the result is a value
-    of ``into`` or a ``TranscriptError``. A lone surrogate in a string is read
-    as U+FFFD, and ``null`` in a number field as NaN (see the module's docs).
+    A lone surrogate in a string is read as U+FFFD, and ``null`` in a number field as NaN
+    (see the module's docs). Missing optional keys take their defaults.
+
+    Args:
+        data: the JSON text (``bytes`` are decoded as ``json.loads`` decodes them).
+        into: what to read: a message, content or usage class, a union alias such as
+            ``trio_agent.AgentMessage``, or ``list[...]`` of one.
+
+    Returns:
+        A value of ``into``, whatever ``data`` holds.
+
+    Raises:
+        TranscriptError: the text is not JSON (``NaN`` and ``Infinity`` included), nests
+            deeper than Python's parser can follow, holds a number no float can hold, or
+            does not have the shape of ``into`` (unknown keys, roles and block types, wrong
+            types at any depth); the message names every problem and its path
+            (``$[3].content[0].text``).
     """
     try:
         if isinstance(data, bytes | bytearray):  # as json.loads decodes it

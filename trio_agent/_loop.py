@@ -1,4 +1,6 @@
-"""The agent loop: ``run_agent_loop`` and ``run_agent_loop_continue`` (loop.md §4, §6, §7).
+"""The agent loop: ``run_agent_loop`` and ``run_agent_loop_continue``.
+
+The contract: design.md#the-order-of-events, design.md#abort, design.md#errors-that-end-a-run.
 
 The file reads in the order a run happens:
 
@@ -10,7 +12,7 @@ The file reads in the order a run happens:
            async with trio.open_nursery():  # child tasks: parallel tools, the update pump
                ... turns ...
 
-2. **The live path** (loop.md §4), :meth:`Run.main` and the steps it calls, in call
+2. **The live path**, :meth:`Run.main` and the steps it calls, in call
    order: a turn (:meth:`Run._turn`) opens, announces the pending messages, asks the
    hooks, streams the reply (:meth:`Run._stream_reply`), executes its tool calls
    (:mod:`._execution`) and ends; then the steering and follow-up polls decide
@@ -29,8 +31,8 @@ The file reads in the order a run happens:
 Anything else that escapes — a listener's or a hook's exception, a
 cancellation from outside, ``KeyboardInterrupt`` — propagates at once, as the
 single original exception (:func:`~trio_agent._errors.one_exception`,
-invariant 8). Where the loop differs from pi-agent-core, and why:
-docs/design.md, "Where trio_agent differs from pi-agent-core".
+design.md#invariant-8-one-exception-not-a-group). Where the loop differs from
+pi-agent-core, and why: design.md#where-trio_agent-differs-from-pi-agent-core.
 """
 
 from __future__ import annotations
@@ -168,8 +170,8 @@ async def run_agent_loop(
     Cancellation: ``abort.cancel()`` (from any task, even before the run
     starts) ends the run promptly and normally — the partial reply is kept
     with ``stop_reason="aborted"``, every tool call gets a result ("Operation
-    aborted" if it had none), and the events a listener expects follow (loop.md
-    §6). A cancellation from outside the run, or ``KeyboardInterrupt``,
+    aborted" if it had none), and the events a listener expects follow
+    (design.md#abort). A cancellation from outside the run, or ``KeyboardInterrupt``,
     propagates at once. Always a checkpoint, a refusal of the arguments too.
     """
     try:
@@ -324,7 +326,7 @@ async def _run_inside(
 
 
 class Run:
-    """One run: its state, the steps of loop.md §4, and what it owes (see below).
+    """One run: its state, its steps (design.md#the-order-of-events), and what it owes.
 
     Internal: the ``Agent`` makes one per run and drives it with :func:`drive`;
     the tool execution sees it as its :class:`~trio_agent._execution.Host`.
@@ -748,7 +750,7 @@ class Run:
     async def emit_checked(self, event: AgentEvent) -> None:
         """Deliver ``event``, from any task of the run, unless that task is cancelled.
 
-        Events after an abort are emitted outside the cancelled scope (loop.md §6):
+        Events after an abort are emitted outside the cancelled scope (design.md#abort):
         an event that meets the abort (or a pending ``KeyboardInterrupt``) raises it and
         is kept as ``undelivered``; closing the run delivers it before anything else.
         """
@@ -792,7 +794,7 @@ class Run:
         reply of its own (no content) stands where the next model call would have
         been, if the run would have gone on — and, after a failure, always, so that
         the failure is in the transcript. Calls nothing but the model of the run: no
-        hook, no tool, no model. (loop.md §6; for failures agent.md.)
+        hook, no tool, no model. (design.md#abort; for failures design.md#errors-that-end-a-run.)
         """
         if self.undelivered is not None:
             event, self.undelivered = self.undelivered, None
@@ -844,7 +846,7 @@ class Run:
 # it; the live path closes each as it goes. Closing an aborted or failed run closes
 # what is still open, innermost first, each with its own close(), which uses the same
 # steps as the live path (_Run's *_events generators); so the events a listener hears
-# follow the grammar (docs/design.md, "What a run owes") on every exit path:
+# follow the grammar (design.md#what-a-run-owes) on every exit path:
 #
 #   agent_start  turn_start  [message_start  message_update*  message_end]*
 #                            [tool_execution_* ... tool result messages]  turn_end  ...  agent_end

@@ -161,9 +161,13 @@ class ToolCall:
 
 
 UserContent: TypeAlias = TextContent | ImageContent
+"""The blocks of a user message's content."""
 ToolResultContent: TypeAlias = TextContent | ImageContent
+"""The blocks of a tool result's content."""
 AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
+"""The blocks of an assistant message's content."""
 Content: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
+"""Any content block."""
 
 
 def _user_content(value: str | Iterable[UserContent]) -> str | tuple[UserContent, ...]:
@@ -184,7 +188,11 @@ def _result_content(value: Iterable[ToolResultContent]) -> tuple[ToolResultConte
 @fast_init
 @attrs.frozen(kw_only=True)
 class Cost:
-    """What a reply cost, in the currency of the model's cost table."""
+    """What a reply cost, in the currency of the model's cost table.
+
+    ``total_from_provider`` says that ``total`` is what the provider billed (pi 1.6.0's
+    ``totalFromProvider``, left out of the JSON when false).
+    """
 
     input: float = 0.0
     output: float = 0.0
@@ -205,6 +213,8 @@ class Usage:
     ``cache_write_long`` is the part of them written for an hour (Anthropic's
     ``cache_retention="long"``), billed at twice the input price instead of the
     cache-write price. In JSON it is pi's ``cacheWrite1h``, left out when 0.
+    ``reasoning`` is the part of ``output`` spent reasoning, where a pi 1.6.0 transcript says
+    it (left out of the JSON when None).
     """
 
     input: int = 0
@@ -247,6 +257,7 @@ class ToolReference:
 
 
 SystemContent: TypeAlias = TextContent
+"""The blocks of a system message's content: text only."""
 
 
 def _system_content(value: str | Iterable[SystemContent]) -> str | tuple[SystemContent, ...]:
@@ -282,7 +293,12 @@ class SystemMessage:
     pi does for a model whose catalog entry does not set ``supportsMidConvoSystemMessages``
     (pi sends them mid-conversation to the few that do). The model is offered
     the run's own tools (what pi-agent-core declares, with a system message of tool changes,
-    before each request); the declarations stay in the transcript.
+    before each request); the declarations stay in the transcript. The default
+    ``convert_to_llm`` keeps system messages; one of your own may leave them out.
+
+    ``content`` is a ``str`` or a tuple of ``TextContent``; ``tools_added`` holds
+    ``ToolDeclaration``s and ``tools_removed`` ``ToolReference``s. In JSON ``sections`` is
+    left out when None, and each tool list when empty, as pi leaves them out.
     """
 
     role: ClassVar[Literal["system"]] = "system"
@@ -333,7 +349,8 @@ def system_prompt(base: str, messages: Iterable[SystemMessage]) -> str:
     them for a model that takes no system message mid-conversation (``normalizeContext``,
     then ``collapseSystemMessages``): every non-empty text joined by blank lines, then the
     current sections, each set by the last message that names it and gone once a message
-    removes it (set to None)."""
+    removes it (set to None), in the order a JavaScript object keeps its keys (names that
+    are array indexes first, ascending)."""
     contents = [base] if base else []
     sections: dict[str, str] = {}
     for message in messages:
@@ -352,7 +369,10 @@ def system_prompt(base: str, messages: Iterable[SystemMessage]) -> str:
 @fast_init
 @attrs.frozen
 class UserMessage:
-    """A message from the user: a string, or text and image blocks."""
+    """A message from the user: a string, or text and image blocks.
+
+    ``timestamp`` is milliseconds since the epoch, as in pi (as on every message).
+    """
 
     role: ClassVar[Literal["user"]] = "user"
     content: str | tuple[UserContent, ...] = attrs.field(converter=_user_content)
@@ -385,13 +405,15 @@ class AssistantMessage:
 
     ``thinking_level`` is the thinking level the agent loop asked the reply for (``"off"``
     when it asked for none), set by the loop on every reply it makes, a failed or aborted
-    one included, as pi-agent-core 1.6.0 does; None on a reply made outside the loop and on
-    one read from an older transcript. ``extra`` holds what a pi 1.6.0 transcript says
+    one included, as pi-agent-core 1.6.0 does (``thinkingLevel`` in JSON); it is on the
+    message of ``message_end`` and in the transcript, while the partial replies of
+    ``message_start`` / ``message_update`` carry None; None too on a reply made outside the
+    loop and on one read from an older transcript. ``extra`` holds what a pi 1.6.0 transcript says
     of a reply that trio_agent does not read, by its JSON key (``responseModel``: the
     model the server said answered; ``rawStopReason``: the provider's own stop reason;
     ``diagnostics``: pi's records of what went wrong; ``durationMs``: milliseconds from
-    ``timestamp`` to the reply's end), so that :func:`~trio_agent.dumps` writes it back;
-    None on the replies trio_agent makes.
+    ``timestamp`` to the reply's end), each checked for its JSON type when loaded, so that
+    :func:`~trio_agent.dumps` writes it back as read; None on the replies trio_agent makes.
     """
 
     role: ClassVar[Literal["assistant"]] = "assistant"
@@ -427,10 +449,13 @@ class AssistantMessage:
 class ToolResultMessage:
     """The result of tool call ``tool_call_id``, as the model will see it.
 
-    ``duration`` is how long the tool's ``execute`` took, in seconds on the run's
-    (monotonic) clock; ``None`` when the tool did not run (unknown, invalid arguments,
-    blocked) and in results written before it existed. Its JSON is pi's ``durationMs``
-    (whole milliseconds, left out when ``None``). The result's ``structured_content``
+    ``duration`` is how long the tool's ``execute`` took, in seconds (to the millisecond, as
+    pi measures it) on the run's clock (Trio's: monotonic, virtual under ``MockClock``);
+    ``None`` when the tool did not run (unknown, invalid arguments, blocked, a truncated
+    reply's calls) and in results written before it existed. A tool that was cancelled (an
+    abort, its time limit) ran: its duration is the time until then. Its JSON is pi's
+    ``durationMs`` (whole milliseconds, left out when ``None``; reading accepts any number
+    of milliseconds that is not negative). The result's ``structured_content``
     is not kept here, as in pi: it is for the caller of the tool, never for the model.
     """
 
@@ -457,12 +482,15 @@ class ToolResult:
     ``structured_content`` is a machine-readable result (any JSON value) for a
     program that calls the tool (:func:`trio_agent.run_tool_call`, an
     ``after_tool_call`` hook); no provider sends it to the model, which reads
-    ``content``. A tool with an ``output_schema`` should set it on every successful
-    result (one without it is not checked).
+    ``content``, and the ``ToolResultMessage`` does not keep it (as in pi). A tool with an
+    ``output_schema`` should set it on every successful result (one without it is not
+    checked).
 
     ``is_error=True`` reports a failure without raising: the model reads ``content``
-    as an error result, as for an exception, but ``details`` and
-    ``structured_content`` are kept (an exception's result has neither).
+    as an error result, as for an exception, ``after_tool_call`` sees ``is_error=True`` (and
+    may change it), but ``details`` and ``structured_content`` are kept (an exception's
+    result has neither). JSON: ``structuredContent`` and ``isError`` are left out when
+    ``None`` and ``False``.
     """
 
     content: tuple[ToolResultContent, ...] = attrs.field(default=(), converter=_result_content)
@@ -501,7 +529,8 @@ class CustomMessage(Protocol):
     """An application's own message kind: any object with a ``role`` string.
 
     Custom messages live in the transcript; ``convert_to_llm`` decides what the
-    model sees of them (the default leaves them out).
+    model sees of them (the default leaves them out), and
+    :func:`~trio_agent.register_message_kind` makes them readable from JSON.
     """
 
     @property

@@ -117,7 +117,10 @@ class Model:
 
     ``api`` picks the stream function (``"faux"``, ``"openai-chat"``, ...);
     ``provider`` is a label ("openai", "ollama", ...) passed to
-    ``get_api_key``. Change a model with :func:`attrs.evolve`.
+    ``get_api_key``; ``reasoning`` says the model can think; ``input`` is
+    ``("text",)`` or ``("text", "image")``; ``compat`` holds
+    ``openai_chat.Compat`` switches; ``name`` is the catalog's name for it. Usually made
+    by a provider module's ``model()``. Change a model with :func:`attrs.evolve`.
 
     The makers (``anthropic.model(id)``, ...) fill in what the model catalog
     (:mod:`trio_agent.models`) knows of ``id``; it also brings two mappings of

@@ -224,7 +224,7 @@ _SILENT_FILL: Final = 0.99
 def is_context_overflow(message: AssistantMessage, context_window: int | None = None) -> bool:
     """Whether ``message`` failed, or stopped, because the conversation no longer fits the
     model's context window — the reply to act on by making the conversation shorter (see
-    the guide's "When the context no longer fits").
+    errors.md#when-the-context-no-longer-fits).
 
     True for:
 

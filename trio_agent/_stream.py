@@ -82,6 +82,7 @@ __all__ = [
 ]
 
 ReasoningLevel: TypeAlias = Literal["minimal", "low", "medium", "high", "xhigh"]
+"""The stream option ``reasoning``: how hard a reasoning model thinks (no ``"off"``: ``None``)."""
 
 CacheRetention: TypeAlias = Literal["none", "short", "long"]
 """How long the service should keep the prompt cache a request writes.
@@ -148,12 +149,16 @@ class Timeouts:
 
 @attrs.frozen(kw_only=True)
 class StreamOptions:
-    """Options of one model request. ``api_key`` never appears in ``repr``.
+    """Options of one model request, made by the loop from the config. ``api_key`` never
+    appears in ``repr``.
 
-    ``session_id`` names the conversation: the providers send it as the prompt
-    cache key and session headers the service routes by, so that requests of one
-    conversation land where its cache is. ``cache_retention`` is how long that
-    cache should live (see :data:`CacheRetention`). ``thinking_level`` is recorded
+    ``session_id`` (a ``str``, else ``TypeError``) names the conversation: the providers
+    send it as the prompt cache key and session headers the service routes by, so that
+    requests of one conversation land where its cache is (cut to the length the service
+    takes; in a header, a character a header cannot carry, or a ``%``, is percent-encoded as
+    its UTF-8 bytes, so that two ids never share a header). ``cache_retention`` is how long that
+    cache should live (see :data:`CacheRetention`). ``thinking_level`` (a
+    ``ReplyThinkingLevel``) is recorded
     on the reply as its ``thinking_level`` (the agent loop sets the level it asks
     for, ``"off"`` included; None, the default, records none).
 
@@ -180,9 +185,18 @@ class StreamOptions:
 
 
 Emit: TypeAlias = Callable[[AssistantMessageEvent], Awaitable[None]]
+"""The ``emit`` a stream function is given: awaited with each event of the reply, in order."""
 StreamFn: TypeAlias = Callable[
     [Model, LlmContext, StreamOptions, Emit], Awaitable[AssistantMessage]
 ]
+"""A provider: streams one reply of ``model`` to ``context``.
+
+It awaits ``emit`` for each stream event, in order (``start``, the block events, then ``done``
+or ``error``), and returns the final message. It never raises for what the provider, the
+network or the server do (those end with an ``error`` event and a message with
+``stop_reason="error"``); when cancelled it lets ``trio.Cancelled`` propagate; an exception
+from ``emit`` propagates unchanged.
+"""
 
 # --- building a streamed reply ----------------------------------------------------------
 
@@ -426,7 +440,10 @@ class AssistantMessageBuilder:
     One block is open at a time; opening a block while another is open closes
     the other first (without an event: call the ``*_end`` method yourself to
     have one). Each event's ``partial`` is a snapshot that costs O(1) to make
-    and is built only if read, so streaming *N* deltas costs O(*N*).
+    and is built only if read, so streaming *N* deltas costs O(*N*). ``usage``,
+    ``response_id`` and ``timestamp`` are plain attributes the provider updates;
+    ``thinking_level`` (the options' ``thinking_level``) is set on the final reply (``done``
+    or ``error``), not on the partial ones.
     """
 
     __slots__ = (

@@ -35,6 +35,8 @@ from ._validation import ArgumentValidator, compile_validator
 __all__ = ["AgentTool", "ExecutionMode", "ReplayPolicy", "ToolExecute", "ToolUpdate"]
 
 ExecutionMode: TypeAlias = Literal["sequential", "parallel"]
+"""A tool's ``execution_mode``: ``"sequential"`` makes a whole batch that calls this tool run
+one call at a time; ``"parallel"`` leaves it to the run's ``tool_execution``."""
 
 ReplayPolicy: TypeAlias = Literal["never", "safe"]
 """What a recovery layer may do with a call whose intent was recorded but whose outcome is
@@ -169,7 +171,7 @@ class AgentTool:
 
     - ``name``, ``description``, ``parameters`` (a JSON Schema object) are what
       the model sees.
-    - ``execute(tool_call_id, args, on_update)`` runs the call with the
+    - ``execute(tool_call_id, args, on_update)``, async, runs the call with the
       validated (and coerced) arguments and returns a :class:`ToolResult`; an
       exception it raises becomes an error result with its message.
     - ``prepare_arguments(arguments)`` (optional) rewrites the raw arguments
@@ -177,26 +179,42 @@ class AgentTool:
     - ``execution_mode="sequential"`` makes a whole batch that calls this tool
       run one call at a time.
     - ``time_limit`` (seconds, optional) bounds each call: past it the call is
-      cancelled and answered with the error ``Tool 'name' did not finish within N s``;
-      it wins over the run's ``tool_time_limit``.
+      cancelled and answered with the error ``Tool 'name' did not finish within N s``
+      (the run goes on); it wins over the run's ``tool_time_limit``, and counts from when
+      the call gets its slots.
     - ``limiter`` (a ``trio.CapacityLimiter``, optional) bounds how many calls of
       this tool run at once; share one between tools, runs and agents to cap the
-      calls to one API across all of them.
+      calls to one API across all of them: ``limiter=trio.CapacityLimiter(8)`` on one tool
+      object used by 1,000 agents means at most 8 calls to that API at once.
     - ``output_schema`` (a JSON Schema, optional) describes the ``structured_content``
       of a successful result; a tool that declares it should set it on every
-      successful result. A successful result whose structured content does not match it is the
-      call's failure: the model reads an error naming the tool and the value (the tool
-      still ran: its ``duration`` is kept). Results with ``is_error``, and results without
+      successful result. It is compiled and bounded like ``parameters`` (its errors name
+      ``output_schema``). A successful result whose structured content does not match it is
+      the call's failure: the model reads the error ``Tool 'NAME' returned
+      structured_content that does not match its output_schema:`` with pi's lines and the
+      value's JSON (cut at 1,000 characters); the tool still ran, so its ``duration`` is
+      kept. Results with ``is_error``, and results without
       structured content (an MCP server's that was too large to keep), are not checked.
     - ``replay`` (``"never"`` / ``"safe"``, optional) is carried for a recovery layer
       that finds a call recorded as started but never finished: whether it may run it
       again. Nothing in trio_agent acts on it.
+
+    A ``time_limit`` that is not a positive finite number, a ``limiter`` that is not a
+    ``CapacityLimiter``, a ``replay`` other than those two, an empty name or a plain-function
+    ``execute`` is a :class:`ToolDefinitionError` naming the tool.
 
     The schema is compiled when the tool is made, so a malformed schema (one
     jsonschema refuses, a ``$ref`` that does not resolve within it, references
     that loop back on themselves, a pattern RE2 cannot compile) is a
     :class:`ToolDefinitionError` here rather than a failure of every call; so
     is one too large or too deep to compile within bounds.
+
+    In full: a ``$ref`` that does not resolve within the schema or points at something other
+    than a schema, references that loop back on themselves, a ``pattern`` or a
+    ``patternProperties`` name that RE2 cannot compile (a backreference, a lookaround, a
+    repetition past 1,000), more than 100,000 values, nesting deeper than 50 levels, a chain
+    of more than 100 subschemas applying to the same value, or more than 1,000,000 steps to
+    check.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -245,10 +263,16 @@ class AgentTool:
         """The arguments, coerced and checked against ``parameters`` (a copy: the input is kept).
 
         As pi does, a ``null`` for an optional property whose schema refuses ``null`` is dropped
-        first (so the default applies); other values are coerced (``"7"`` → 7 for an integer).
+        first (in nested ``properties`` and ``items`` too), so the tool's default applies; a
+        ``null`` the schema accepts is kept, and one for a required property is coerced like
+        any other value. Values are coerced as pi does (``"7"`` → 7 for an integer, ``5`` →
+        ``"5"`` for a string, ``"true"`` → ``true``). Patterns match with RE2, in time linear in
+        the text.
 
         Raises :class:`trio_agent.ToolArgumentsError` with pi's message text, or one saying that
-        checking took more than its budget of steps (50,000, and 200 more per value of the
-        arguments), which bounds the time a schema and arguments can make it take.
+        checking took more than its budget of steps (``Validation failed for tool "NAME":
+        checking the arguments against the tool's schema took more than N steps``): 50,000,
+        and 200 more per value of the arguments (a string or a key counts one more per 64
+        characters), which bounds the time a schema and arguments can make it take.
         """
         return self._validator.validate(self.name, arguments)

@@ -296,8 +296,9 @@ class BatchResult:
 @attrs.frozen(kw_only=True)
 class BatchSummary:
     """What a batch did: items ``done`` and ``failed`` (by error kind) in this run,
-    ``skipped`` (already in the file), ``aborted``, and the tokens and dollars of this
-    run's replies (from the catalog's prices)."""
+    ``skipped`` (already in the file), ``aborted``, the ``tokens`` and ``cost`` (dollars)
+    of this run's replies (from the catalog's prices), and ``rate_limit_wait``, the seconds
+    spent paused by rate limits."""
 
     done: int = 0
     failed: Mapping[str, int] = attrs.field(factory=dict)

@@ -15,6 +15,16 @@ their ``api`` (when it starts, through :func:`get_stream_fn`), or by reading
 ``trio_agent.providers.anthropic`` and the like. The HTTP providers bring
 httpx2 and jiter with them; ``import trio_agent``, and a run on the scripted
 model, do not.
+
+Keys: the one given (``StreamOptions.api_key``, which the loop fills from ``api_key`` or
+``get_api_key``) goes to the server the model names; a key from a provider's environment
+variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ...) only over HTTPS
+to a host of the providers whose variable it is (the model catalog's base URLs, and the APIs'
+own hosts), whatever the model's provider label. Without a key to send, a request to a
+server that needs one ends as an error reply naming the variable and why it is not sent
+there, before anything is sent. A key the server echoes (in an error, the response id, text
+or thinking whole or split across deltas, tool calls, signatures) is ``***`` in every event
+and message.
 """
 
 from __future__ import annotations
@@ -90,7 +100,11 @@ def __getattr__(name: str) -> Any:
 
 
 def register(api: str, stream_fn: StreamFn) -> None:
-    """Make ``stream_fn`` the stream function of models whose ``api`` is ``api`` (replacing any)."""
+    """Make ``stream_fn`` the stream function of models whose ``api`` is ``api`` (replacing any).
+
+    To give a provider an HTTP client of your own:
+    ``register(anthropic.API, anthropic.Anthropic(client).stream)``.
+    """
     if not isinstance(api, str) or not api:
         raise ValueError(f"api must be a non-empty string, not {api!r}")
     if not callable(stream_fn):
@@ -99,7 +113,9 @@ def register(api: str, stream_fn: StreamFn) -> None:
 
 
 def registered_apis() -> list[str]:
-    """The ``api`` names that have a stream function, sorted."""
+    """The ``api`` names that have a stream function, sorted: ``anthropic-messages``,
+    ``faux``, ``google-generative-ai``, ``openai-chat``, ``openai-responses`` and those
+    registered."""
     return sorted(_registry.keys() | _BUILT_IN.keys())
 
 

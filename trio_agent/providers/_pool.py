@@ -62,9 +62,14 @@ class Pool:
     thousand agents stream at once, one connection each, and reuse them);
     ``http2`` negotiates HTTP/2 with servers that speak it, so that concurrent
     streams to one host share a connection (it needs the ``h2`` package:
-    ``pip install 'trio_agent[http2]'``); ``verify``, the TLS context that
-    checks servers (default: the system's trust store, as httpx2's). Made by
-    :func:`open_pool`, or for a Trio run the first time it is needed.
+    ``pip install 'trio_agent[http2]'``, else ``ImportError``); ``verify``, the
+    ``ssl.SSLContext`` that checks servers (default: the system's trust store, as
+    httpx2's, made once per process). A limit below 1 is a ``ValueError``. Made by
+    :func:`open_pool`, or for a Trio run the first time it is needed; you rarely make one
+    yourself.
+
+    ``client`` is the ``httpx2.AsyncClient`` requests are sent with, ``limits`` its
+    ``httpx2.Limits``, and ``http2`` whether it negotiates HTTP/2.
     """
 
     __slots__ = ("client", "http2", "limits")
@@ -237,7 +242,14 @@ async def open_pool(
 ) -> AsyncIterator[Pool]:
     """A pool for the requests made in this block (and in tasks started in it), closed
     when the block exits: its connections, not the responses of runs still streaming
-    through it, which the block must outlive. See :class:`Pool` for the arguments.
+    through it, which the block must outlive. See :class:`Pool` for the arguments; the
+    block gives the pool.
+
+    Without one, every provider sends through one pool per Trio run: made the first time a
+    request needs it, its keep-alive connections serve every run and agent of that
+    ``trio.run``, and it is closed when the ``trio.run`` ends (a Trio system task owns it).
+    A provider given its own client (``openai_chat.OpenAIChat(client)``) uses that client
+    instead.
 
     Only this Trio run uses it: a ``trio.run`` in a worker thread started here uses
     a pool of its own run.

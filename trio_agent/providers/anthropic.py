@@ -108,11 +108,13 @@ from ._transport import HttpRequest, ProviderFailure
 __all__ = ["API", "THINKING_BUDGETS", "Anthropic", "model", "provider", "stream", "tool_id"]
 
 API = "anthropic-messages"
+"""The ``api`` of Anthropic's models, under which :func:`stream` is registered."""
 VERSION = "2023-06-01"
 _FREE = ModelCost()
 
 THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
-"""``budget_tokens`` of extended thinking, per reasoning level."""
+"""``budget_tokens`` of extended thinking, per reasoning level: minimal 1024, low 2048,
+medium 8192, high 16384, xhigh 32768."""
 _REDACTED_THINKING = "[Reasoning redacted]"
 """The text of a redacted thinking block, whose reasoning the API sends encrypted."""
 _MIN_BUDGET = 1024  # the API's smallest budget
@@ -154,6 +156,10 @@ def model(
     32,000 of output, text and images, free). The provider label, when not
     given, is the one whose catalog models on this API are served at
     ``base_url``, else ``"anthropic"``.
+
+    A ``base_url`` other than the catalog's (a proxy, a replica) is another server, whose
+    limits and prices the catalog does not know. To keep a catalog model's description on
+    another server, move it there: ``attrs.evolve(anthropic.model(id), base_url=...)``.
     """
     return _catalog.describe(
         API,
@@ -477,7 +483,11 @@ def _affinity_header(model: Model) -> str | None:
 
 
 class Anthropic(HttpProvider):
-    """The Anthropic messages provider. One instance per HTTP client."""
+    """The Anthropic messages provider. One instance per HTTP client.
+
+    Its ``stream`` method is a stream function; the client is taken as
+    :class:`~trio_agent.providers.openai_chat.OpenAIChat` takes it.
+    """
 
     api: ClassVar[str] = API
     label: ClassVar[str] = "anthropic"

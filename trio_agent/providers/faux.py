@@ -122,6 +122,8 @@ class Reply:
 Script: TypeAlias = (
     str | AssistantMessage | Reply | Callable[[LlmContext], "str | AssistantMessage | Reply"]
 )
+"""What a script entry may be: a reply's text, an ``AssistantMessage``, a :class:`Reply`, or a
+function of the ``LlmContext`` returning one."""
 
 
 def text(text: str) -> TextContent:

@@ -100,6 +100,7 @@ from ._transport import HttpRequest, ProviderFailure
 __all__ = ["API", "Google", "model", "provider", "stream", "thinking_budget"]
 
 API = "google-generative-ai"
+"""The ``api`` of Gemini models, under which :func:`stream` is registered."""
 _FREE = ModelCost()
 
 _BUDGETS = {"minimal": 512, "low": 2048, "medium": 8192, "high": 24576, "xhigh": 24576}
@@ -239,7 +240,8 @@ def _thinking_off(model: Model) -> dict[str, Any] | None:
 
 
 def thinking_budget(model: Model, level: str) -> int:
-    """The thinking budget (tokens) sent for a reasoning level."""
+    """The thinking budget (tokens) sent for a reasoning level: minimal 512, low 2048,
+    medium 8192, high 24576, xhigh 32768 on Pro models and 24576 on the others."""
     if level == "xhigh" and "pro" in model.id.lower():
         return _PRO_XHIGH
     return _BUDGETS.get(level, _BUDGETS["medium"])
@@ -361,7 +363,11 @@ def _model_path(model_id: str) -> str:
 
 
 class Google(HttpProvider):
-    """The Gemini API provider. One instance per HTTP client."""
+    """The Gemini API provider. One instance per HTTP client.
+
+    Its ``stream`` method is a stream function; the client is taken as
+    :class:`~trio_agent.providers.openai_chat.OpenAIChat` takes it.
+    """
 
     api: ClassVar[str] = API
     label: ClassVar[str] = "google"

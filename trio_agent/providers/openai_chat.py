@@ -96,6 +96,7 @@ from ._transport import HttpRequest, ProviderFailure, json_text
 __all__ = ["API", "Compat", "OpenAIChat", "model", "provider", "stream"]
 
 API = "openai-chat"
+"""The ``api`` of chat completions models, under which :func:`stream` is registered."""
 _FREE = ModelCost()
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 _REASONING_KEYS = frozenset(_REASONING_FIELDS)
@@ -105,9 +106,22 @@ _from_json = jiter.from_json
 
 @attrs.frozen(kw_only=True)
 class Compat:
-    """How a server differs from OpenAI's own (``None``: detect from the model)."""
+    """How a server differs from OpenAI's own.
+
+    ``None`` takes the switch from the model catalog's flags for the model
+    (``Model.compat_flags``), else detects it from the provider and the URL; a value given
+    here wins over both. ``thinking_format`` is how the server takes the reasoning level, as
+    pi-ai names it: ``"openai"`` (``reasoning_effort``), ``"openrouter"`` (``reasoning:
+    {effort}``), ``"qwen"`` (``enable_thinking``), ``"deepseek"`` and ``"zai"`` (``thinking:
+    {type}``), ``"together"`` (``reasoning: {enabled}``), ``"baseten"``
+    (``chat_template_args``), ``"ant-ling"``. ``reasoning_effort`` is sent to every server
+    but xAI's, Z.ai's, Moonshot's, Together's, Cloudflare's gateway, NVIDIA's and Ant
+    Ling's, as pi-ai detects it. With ``cache_retention="none"``, no key, header or
+    breakpoint is sent.
+    """
 
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    """The field that carries ``max_tokens``: ``"max_tokens"`` or ``"max_completion_tokens"``."""
     supports_developer_role: bool | None = None
     """Send the system prompt of a reasoning model with role ``developer``."""
     supports_usage_in_streaming: bool | None = None
@@ -374,8 +388,10 @@ def model(
 
     The provider label, when not given, is the one whose catalog models are
     served at ``base_url``, else the one :func:`detect_provider` finds
-    (``"openai"`` when neither is given); with a provider and no
-    ``base_url``, the URL is the provider's in the catalog.
+    (``"openai"`` when neither is given: ``"ollama"`` for port 11434 on this machine, ...,
+    ``"openai-compatible"``); with a provider and no ``base_url``, the URL is the provider's
+    in the catalog. OpenAI's own models are listed under ``openai-responses``: their limits
+    and prices are used.
 
     What the model catalog (:mod:`trio_agent.models`) knows of ``id`` at
     ``provider`` is filled in: limits, prices, input, reasoning, base URL and
@@ -648,7 +664,14 @@ def _mark_text(message: dict[str, Any], mark: dict[str, Any]) -> bool:
 
 
 class OpenAIChat(HttpProvider):
-    """The chat completions provider. One instance per HTTP client."""
+    """The chat completions provider. One instance per HTTP client.
+
+    Its ``stream`` method is a stream function. With an ``httpx2.AsyncClient`` of yours
+    (which you close), it sends through that client, and connections live as long as it
+    does; without one, through the current pool (:func:`~trio_agent.providers.open_pool`'s,
+    else the Trio run's). Any other client (httpx's own ``httpx.AsyncClient``, a sync
+    ``httpx2.Client``) is a ``TypeError`` when the provider is made, naming what was given.
+    """
 
     api: ClassVar[str] = API
     label: ClassVar[str] = "openai"

@@ -119,6 +119,7 @@ from ._transport import HttpRequest, ProviderFailure, json_text
 __all__ = ["API", "OpenAIResponses", "model", "provider", "stream"]
 
 API = "openai-responses"
+"""The ``api`` of responses models, under which :func:`stream` is registered."""
 _FREE = ModelCost()
 
 
@@ -397,7 +398,11 @@ def _session_headers(model: Model, key: str) -> dict[str, str]:
 
 
 class OpenAIResponses(HttpProvider):
-    """The responses API provider. One instance per HTTP client."""
+    """The responses API provider. One instance per HTTP client.
+
+    Its ``stream`` method is a stream function; the client is taken as
+    :class:`~trio_agent.providers.openai_chat.OpenAIChat` takes it.
+    """
 
     api: ClassVar[str] = API
     label: ClassVar[str] = "openai"

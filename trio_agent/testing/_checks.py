@@ -26,7 +26,8 @@ class EventRecorder:
 
     Use it as ``emit`` of :func:`~trio_agent.run_agent_loop` or subscribe it
     to an :class:`~trio_agent.Agent`. ``on_event`` (optional) is awaited
-    after each event is kept: a test's way to act at a given event.
+    after each event is kept: a test's way to act at a given event. ``events`` is the list
+    of events.
     """
 
     def __init__(self, on_event: Callable[[AgentEvent], Awaitable[None]] | None = None) -> None:
@@ -63,7 +64,8 @@ class EventRecorder:
 
 
 def describe_events(events: Sequence[AgentEvent], around: int | None = None, width: int = 6) -> str:
-    """The event types as one line (all, or ``width`` either side of index ``around``)."""
+    """The event types as one line (all, or ``width`` either side of index ``around``,
+    marked ``>>type<<``); tool events carry their call id."""
     if around is None:
         start, stop = 0, len(events)
     else:
@@ -95,7 +97,8 @@ def check_event_grammar(events: Sequence[AgentEvent], *, complete: bool = True) 
     each started and ended exactly once, with updates only between the two;
     ``message_update`` only inside an assistant message. With
     ``complete=False`` the events may stop anywhere (a run cancelled from
-    outside emits no more), but what is there must be a valid beginning.
+    outside emits no more), but what is there must be a valid beginning. Raises
+    ``AssertionError`` naming the offending event and showing its neighbours.
     """
 
     def fail(index: int, why: str) -> None:
@@ -222,7 +225,7 @@ def check_transcript(messages: Sequence[AgentMessage]) -> None:
 
     For every assistant message whose stop reason is not ``error`` or
     ``aborted``, the messages right after it are the results of its tool
-    calls, one per call, in the calls' order.
+    calls, one per call, in the calls' order. Raises ``AssertionError`` otherwise.
     """
     for index, message in enumerate(messages):
         if not isinstance(message, AssistantMessage) or message.stop_reason in ("error", "aborted"):
@@ -261,6 +264,12 @@ class TaskWatcher(trio.abc.Instrument):
     Trio run's, not the code's, and lives until ``trio.run`` ends by design —
     the providers' connection pool of a Trio run is owned by one, started by
     the first request that needs it.
+
+    It is a ``trio.abc.Instrument``. ``started`` and ``alive`` hold the counted tasks. The
+    reports of :meth:`check` and :func:`assert_cancel_safe` name each task in one line: its
+    name, the tool call it runs (the tool's name and call id), and where it waits: the
+    innermost frame of your own code (neither Trio's nor trio_agent's) as ``file:line in
+    function``, with what that line awaits.
     """
 
     def __init__(self) -> None:

@@ -56,6 +56,8 @@ from ._checks import (
 __all__ = ["CancelSafetyReport", "Mode", "Trial", "assert_cancel_safe"]
 
 Mode = Literal["abort", "outer"]
+"""How :func:`assert_cancel_safe` cancels a scenario: ``"abort"`` through the run's abort,
+``"outer"`` with a cancel scope around the scenario."""
 
 
 class Trial:
@@ -68,7 +70,9 @@ class Trial:
     * :meth:`tools` — tools to watch for a swallowed ``trio.Cancelled``.
 
     A scenario returns the transcript to check, if it has one (the messages
-    of a ``run_agent_loop``), or ``None``.
+    of a ``run_agent_loop``), or ``None``. ``mode`` is ``"abort"``, ``"outer"`` or ``None``
+    (the undisturbed run), ``point`` the point it cancels at. Made by
+    :func:`assert_cancel_safe`.
     """
 
     def __init__(self, mode: Mode | None, point: int | None) -> None:
@@ -375,6 +379,10 @@ async def assert_cancel_safe(
     scenario may take to end. Raises ``AssertionError`` at the first trial
     that fails, saying which, what went wrong and the events around it;
     returns a :class:`CancelSafetyReport` when all pass.
+
+    After each run it checks the event grammar, the transcripts, that no task outlived the
+    scenario, that no watched tool swallowed ``trio.Cancelled``, and that a cancellation
+    from outside came out as ``trio.Cancelled``.
     """
     wrong = [mode for mode in modes if mode not in ("abort", "outer")]
     if wrong or max_points < 2:

@@ -320,7 +320,7 @@ class Injection:
     (the listener raises :class:`InjectedFailure`). When: ``at`` seconds of
     virtual time after the run starts (from another task), or ``at_event =
     (type, n)``: in the listener, when the n-th event (from 1) of that type
-    arrives.
+    arrives. Exactly one of the two (``ValueError`` otherwise).
     """
 
     kind: InjectionKind

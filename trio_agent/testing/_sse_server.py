@@ -243,7 +243,11 @@ class SSEServer:
     * :attr:`responses`: the responses not served yet.
 
     ``seed`` seeds the piece sizes of ``pieces=(low, high)``; ``ssl_context``
-    (a server-side context, e.g. from ``trustme``) makes it serve HTTPS.
+    (a server-side ``ssl.SSLContext``, e.g. from ``trustme``:
+    ``ca.issue_cert("127.0.0.1").configure_cert(context)``) makes it serve HTTPS; the client
+    then trusts that CA, e.g. through ``open_pool(verify=...)``. It serves over real TCP, and
+    works under ``MockClock``: it never sleeps. ``peak_connections`` is how a pool's bound
+    is checked.
     """
 
     def __init__(
