@@ -197,6 +197,7 @@ class FauxCall:
     options: StreamOptions
 
 
+# B1: saves 1.5% of instructions (callgrind)
 _faux_call: Callable[[Model, LlmContext, StreamOptions], FauxCall] = maker(FauxCall)
 
 
