@@ -143,7 +143,12 @@ def test_a_class_of_defaults_factories_converters_and_keywords_is_built_as_attrs
     plain = twin(Defaulted)
     assert shape(Defaulted) == shape(plain)
     assert "<fast_init" in Defaulted.__init__.__code__.co_filename
-    for args, kwargs in [((1,), {}), ((1, [2, 3]), {}), ((1, (), {"k": 2}), {"label": "y"})]:
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((1,), {}),
+        ((1, [2, 3]), {}),
+        ((1, (), {"k": 2}), {"label": "y"}),
+    ]
+    for args, kwargs in calls:
         made = Defaulted(*args, **kwargs)
         assert attrs.astuple(made, recurse=False) == attrs.astuple(
             plain(*args, **kwargs), recurse=False
