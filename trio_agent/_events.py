@@ -95,7 +95,7 @@ class _WithPartial:
         return source.materialize()
 
 
-@fast_init
+@fast_init  # B1: saves 2.8% of instructions (callgrind), with the three others
 @attrs.frozen
 class StreamStart(_WithPartial):
     """The reply has begun (``start``)."""
@@ -104,7 +104,6 @@ class StreamStart(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class TextStart(_WithPartial):
     """A text block opened at ``content_index``."""
@@ -114,7 +113,6 @@ class TextStart(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class TextDelta(_WithPartial):
     """More text for the block at ``content_index``."""
@@ -125,7 +123,6 @@ class TextDelta(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class TextEnd(_WithPartial):
     """The text block at ``content_index`` is complete; ``content`` is its text."""
@@ -136,7 +133,6 @@ class TextEnd(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class ThinkingStart(_WithPartial):
     """A thinking block opened at ``content_index``."""
@@ -146,7 +142,6 @@ class ThinkingStart(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class ThinkingDelta(_WithPartial):
     """More reasoning text for the block at ``content_index``."""
@@ -157,7 +152,6 @@ class ThinkingDelta(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class ThinkingEnd(_WithPartial):
     """The thinking block at ``content_index`` is complete; ``content`` is its text."""
@@ -168,7 +162,6 @@ class ThinkingEnd(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class ToolCallStart(_WithPartial):
     """A tool call opened at ``content_index`` (its id and name are in ``partial``)."""
@@ -178,7 +171,6 @@ class ToolCallStart(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class ToolCallDelta(_WithPartial):
     """More of the JSON text of the arguments of the call at ``content_index``."""
@@ -189,7 +181,6 @@ class ToolCallDelta(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class ToolCallEnd(_WithPartial):
     """The call at ``content_index`` is complete: ``tool_call`` holds its parsed arguments."""
@@ -200,7 +191,6 @@ class ToolCallEnd(_WithPartial):
     _partial: AssistantMessage | PartialSource = attrs.field(alias="partial")
 
 
-@fast_init
 @attrs.frozen
 class StreamDone:
     """The reply ended normally; ``message`` is final (``reason`` is its stop reason)."""
@@ -210,7 +200,6 @@ class StreamDone:
     message: AssistantMessage
 
 
-@fast_init
 @attrs.frozen
 class StreamError:
     """The reply ended in an error or was aborted; ``error`` is the final message."""
@@ -239,7 +228,6 @@ AssistantMessageEvent: TypeAlias = (
 # --- agent events ----------------------------------------------------------------
 
 
-@fast_init
 @attrs.frozen
 class AgentStart:
     """A run has begun."""
@@ -247,7 +235,6 @@ class AgentStart:
     type: ClassVar[Literal["agent_start"]] = "agent_start"
 
 
-@fast_init
 @attrs.frozen
 class AgentEnd:
     """A run has ended; ``messages`` are the messages it added, in order.
@@ -262,7 +249,7 @@ class AgentEnd:
     stop: BudgetReached | None = attrs.field(default=None, kw_only=True)
 
 
-@fast_init
+@fast_init  # B1: saves 2.8% of instructions (callgrind), with the three others
 @attrs.frozen
 class TurnStart:
     """A turn has begun: injected messages, then one assistant reply and its tool calls."""
@@ -270,7 +257,6 @@ class TurnStart:
     type: ClassVar[Literal["turn_start"]] = "turn_start"
 
 
-@fast_init
 @attrs.frozen
 class TurnEnd:
     """A turn has ended: its assistant ``message`` and the ``tool_results``, in source order."""
@@ -280,7 +266,7 @@ class TurnEnd:
     tool_results: tuple[ToolResultMessage, ...] = attrs.field(converter=_results)
 
 
-@fast_init
+@fast_init  # B1: saves 2.8% of instructions (callgrind), with the three others
 @attrs.frozen
 class MessageStart:
     """A message enters the transcript (an assistant reply: it begins to stream)."""
@@ -289,7 +275,7 @@ class MessageStart:
     message: AgentMessage
 
 
-@fast_init
+@fast_init  # B3: saves 8.0% of instructions (callgrind)
 @attrs.frozen
 class MessageUpdate:
     """The streaming assistant reply changed.
@@ -312,7 +298,7 @@ class MessageUpdate:
         return event.partial
 
 
-@fast_init
+@fast_init  # B1: saves 2.8% of instructions (callgrind), with the three others
 @attrs.frozen
 class MessageEnd:
     """A message is complete and part of the transcript."""
@@ -321,7 +307,6 @@ class MessageEnd:
     message: AgentMessage
 
 
-@fast_init
 @attrs.frozen
 class ToolExecutionStart:
     """Tool call ``tool_call_id`` is about to be prepared and run (``args``: its raw arguments)."""
@@ -332,7 +317,6 @@ class ToolExecutionStart:
     args: Any
 
 
-@fast_init
 @attrs.frozen
 class ToolExecutionUpdate:
     """Tool call ``tool_call_id`` reported progress (``partial_result``)."""
@@ -344,7 +328,6 @@ class ToolExecutionUpdate:
     partial_result: ToolResult
 
 
-@fast_init
 @attrs.frozen
 class ToolExecutionEnd:
     """Tool call ``tool_call_id`` has its result.

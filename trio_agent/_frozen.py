@@ -1,12 +1,15 @@
-"""A faster ``__init__`` for the frozen classes the loop makes by the million.
+"""Faster ways to make the frozen classes the loop makes by the million.
+
+Each use of these keeps its place only with its figure, a comment beside it
+naming the benchmark and the share of its instructions it saves (callgrind);
+speed.md#the-devices-that-stay lists them, and how they are measured.
 
 attrs makes a frozen, slotted class immutable by refusing ``__setattr__``, so
 its generated ``__init__`` sets each field through ``object.__setattr__``,
 which looks the name up again on every call. :func:`fast_init` gives such a
 class an ``__init__`` of the same signature, with the same defaults,
-factories and converters, that calls each slot's own descriptor instead: a
-quarter to a third less per object (``python -m benchmarks B3``). The class
-stays what attrs made it: frozen, hashable, compared and shown by its
+factories and converters, that calls each slot's own descriptor instead. The
+class stays what attrs made it: frozen, hashable, compared and shown by its
 fields. A class it cannot copy faithfully (a validator, a converter or
 factory that takes ``self``, an ``__attrs_pre_init__`` / ``__attrs_post_init__``)
 is refused with ``TypeError``.
@@ -17,9 +20,7 @@ attribute store on a class without a ``__setattr__`` of its own is a few
 bytecodes. So a maker builds the object as an instance of an unfrozen twin
 (a subclass of the class that adds no slot and undoes the freezing), stores
 each field, then makes the object an instance of the class itself: the
-same object the class makes, in a half to a quarter of the time for classes
-of three fields or more (timeit: ``AssistantMessage``, nine fields by
-keyword, 0.9 µs by its constructor, 0.21 µs by its maker). A maker takes
+same object the class makes, without a call per field. A maker takes
 every field in order, positionally, as the field holds it: no defaults and
 no converters, which the caller has already applied. The objects it makes
 are the class's own (type, equality, hash, repr, copying and pickling); the

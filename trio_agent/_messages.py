@@ -23,8 +23,6 @@ from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 import attrs
 
-from ._frozen import fast_init
-
 _V = TypeVar("_V")
 
 __all__ = [
@@ -105,7 +103,6 @@ def now_ms() -> int:
 # --- content blocks -----------------------------------------------------------
 
 
-@fast_init
 @attrs.frozen
 class TextContent:
     """A block of text, in any message."""
@@ -115,7 +112,6 @@ class TextContent:
     text_signature: str | None = attrs.field(default=None, kw_only=True)
 
 
-@fast_init
 @attrs.frozen
 class ThinkingContent:
     """The model's reasoning, in an assistant message.
@@ -130,7 +126,6 @@ class ThinkingContent:
     redacted: bool = attrs.field(default=False, kw_only=True)
 
 
-@fast_init
 @attrs.frozen
 class ImageContent:
     """An image, base64-encoded, in a user message or a tool result."""
@@ -140,7 +135,6 @@ class ImageContent:
     mime_type: str
 
 
-@fast_init
 @attrs.frozen
 class ToolCall:
     """A request from the model to run tool ``name`` with ``arguments`` (a parsed JSON object).
@@ -185,7 +179,6 @@ def _result_content(value: Iterable[ToolResultContent]) -> tuple[ToolResultConte
 # --- usage --------------------------------------------------------------------
 
 
-@fast_init
 @attrs.frozen(kw_only=True)
 class Cost:
     """What a reply cost, in the currency of the model's cost table.
@@ -204,7 +197,6 @@ class Cost:
     1.6.0's ``totalFromProvider``, left out of the JSON when false)."""
 
 
-@fast_init
 @attrs.frozen(kw_only=True)
 class Usage:
     """Tokens a reply used: ``input`` excludes cache reads, ``output`` includes reasoning.
@@ -234,7 +226,6 @@ _NO_USAGE = Usage()
 # --- messages -----------------------------------------------------------------
 
 
-@fast_init
 @attrs.frozen
 class ToolDeclaration:
     """A tool as a transcript declares it to the model (pi's ``Tool``): its name, its
@@ -248,7 +239,6 @@ class ToolDeclaration:
     constrained_sampling: Any = attrs.field(default=None, kw_only=True)
 
 
-@fast_init
 @attrs.frozen
 class ToolReference:
     """A tool named by a transcript's ``tools_removed`` (pi's ``ToolReference``)."""
@@ -276,7 +266,6 @@ def _content_text(content: str | tuple[SystemContent, ...]) -> str:
     return content if isinstance(content, str) else "\n".join(block.text for block in content)
 
 
-@fast_init
 @attrs.frozen
 class SystemMessage:
     """System instructions and tool declarations at one point of a transcript (pi 1.6.0).
@@ -366,7 +355,6 @@ def system_prompt(base: str, messages: Iterable[SystemMessage]) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-@fast_init
 @attrs.frozen
 class UserMessage:
     """A message from the user: a string, or text and image blocks.
@@ -384,7 +372,6 @@ class UserMessage:
         return cls((TextContent(text), *images))
 
 
-@fast_init
 @attrs.frozen(kw_only=True)
 class AssistantMessage:
     """A reply of the model: text, thinking and tool calls, and why it stopped.
@@ -444,7 +431,6 @@ class AssistantMessage:
         return "".join(block.text for block in self.content if type(block) is TextContent)
 
 
-@fast_init
 @attrs.frozen(kw_only=True)
 class ToolResultMessage:
     """The result of tool call ``tool_call_id``, as the model will see it.
@@ -470,7 +456,6 @@ class ToolResultMessage:
     duration: float | None = None
 
 
-@fast_init
 @attrs.frozen(kw_only=True)
 class ToolResult:
     """What a tool returns (and what it reports as progress through ``on_update``).

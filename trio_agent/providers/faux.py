@@ -214,6 +214,7 @@ class ScriptedCall:
     options: StreamOptions
 
 
+# B1: saves 1.5% of instructions (callgrind)
 _scripted_call: Callable[[Model, LlmContext, StreamOptions], ScriptedCall] = maker(ScriptedCall)
 
 
