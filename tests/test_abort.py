@@ -1,4 +1,4 @@
-"""Abort and outer cancellation (loop.md §6; invariants 4, 5, 6, 7)."""
+"""Abort and outer cancellation (design.md#abort; invariants 4, 5, 6, 7)."""
 
 from __future__ import annotations
 

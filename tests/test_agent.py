@@ -1,4 +1,4 @@
-"""The Agent: state, running, queues, events, failures, persistence (agent.md)."""
+"""The Agent: state, running, queues, events, failures, persistence (design.md#the-agents-rules)."""
 
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ queue_actions = st.one_of(
 )
 times = st.integers(0, 60)
 # The queues are polled after the prompts' message_end and after each
-# turn_end (loop.md §4): triggers favour those events.
+# turn_end (design.md#the-order-of-events): triggers favour those events.
 events = st.tuples(
     st.sampled_from([*EVENT_TYPES, "message_end", "turn_end", "turn_end"]), st.integers(1, 4)
 )
@@ -261,7 +261,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.counter = 0
         self.listeners: dict[int, tuple[EventRecorder, Callable[[], None]]] = {}
         # Once a run is aborted: what was queued then or is queued later, which
-        # the run must leave queued (invariant 11, agent.md "Queues").
+        # the run must leave queued (invariant 11, design.md#steering-and-follow-ups).
         self.held: set[str] | None = None
 
     @initialize(
@@ -604,7 +604,7 @@ def delivered(agent: Agent) -> list[str | None]:
 
 
 async def test_an_abort_in_the_last_turn_end_leaves_a_queued_follow_up_queued() -> None:
-    # agent.md and invariant 11: messages still queued when a run is aborted
+    # design.md#the-agents-rules and invariant 11: messages still queued when a run is aborted
     # stay queued; trio_agent/_loop.py's docstring: "an abort in the last
     # turn_end just ends the run. Queues are not polled after an abort". Today
     # the follow-up is taken and delivered into a synthetic aborted turn that
@@ -670,7 +670,7 @@ def steered_then_interrupted(agent: Agent, interrupt: Callable[[], None]) -> Age
 async def test_an_outer_cancellation_during_the_closing_of_an_abort_keeps_the_steering(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    # agent.md: a cancellation from outside closes the agent's state (every
+    # design.md#abort-and-cancellation: a cancellation from outside closes the agent's state (every
     # started message kept, every call answered). When it comes while the
     # closing events of an abort are delivered, it must close the state too:
     # the steering message the run had taken is kept in the transcript.

@@ -1,6 +1,6 @@
 """Errors that end a run: one exception escapes, the original, never a group.
 
-loop.md §7, invariant 8.
+design.md#errors-that-end-a-run, invariant 8.
 """
 
 from __future__ import annotations

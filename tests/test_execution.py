@@ -1,4 +1,4 @@
-"""Tool execution: preparation, hooks, modes, ordering, updates, termination (loop.md §5)."""
+"""Tool execution: preparation, hooks, modes, ordering, updates, termination (design.md#tool-execution)."""
 
 from __future__ import annotations
 

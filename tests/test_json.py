@@ -1,4 +1,4 @@
-"""Tests of trio_agent._json: pi's camelCase JSON, both ways, and strict loading (loop.md §1)."""
+"""Tests of trio_agent._json: pi's camelCase JSON, both ways, and strict loading (design.md#messages)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of trio_agent._messages: the transcript's frozen attrs classes (loop.md §1)."""
+"""Tests of trio_agent._messages: the transcript's frozen attrs classes (design.md#messages)."""
 
 from __future__ import annotations
 

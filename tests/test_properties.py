@@ -1,4 +1,4 @@
-"""Property tests of the run: random scenarios, and what invariants.md promises about each.
+"""Property tests of the run: random scenarios, and what the design's invariants promise about each.
 
 Every example is a :class:`~trio_agent.testing.strategies.Scenario` drawn by
 :func:`~trio_agent.testing.strategies.scenarios` — scripted replies with

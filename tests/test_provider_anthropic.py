@@ -1,6 +1,6 @@
 """The Anthropic messages provider, against a loopback server.
 
-providers.md ("Anthropic messages"), wire-formats.md §2.
+design.md#anthropic-messages, design.md#anthropic-messages.
 """
 
 from __future__ import annotations

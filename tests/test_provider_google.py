@@ -1,6 +1,6 @@
 """The Google Gemini provider, against a loopback server.
 
-providers.md ("Google Gemini"), wire-formats.md §0 and §4.
+design.md#google-gemini, design.md#server-sent-events and design.md#google-gemini.
 """
 
 from __future__ import annotations

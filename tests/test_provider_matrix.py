@@ -1,4 +1,4 @@
-"""The fault matrix, abort and a whole tool run, for every HTTP provider (providers.md).
+"""The fault matrix, abort and a whole tool run, for every HTTP provider (design.md#wire-formats).
 
 Each test runs once per wire API against the loopback server, through the
 real httpx2 client: the network and the server fail in every way the design

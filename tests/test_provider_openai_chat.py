@@ -1,6 +1,6 @@
 """The OpenAI chat completions provider, against a loopback server.
 
-providers.md, wire-formats.md §1.
+design.md#wire-formats, design.md#openai-chat-completions.
 """
 
 from __future__ import annotations

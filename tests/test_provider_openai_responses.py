@@ -1,6 +1,6 @@
 """The OpenAI responses provider, against a loopback server.
 
-providers.md ("OpenAI responses"), wire-formats.md §3.
+design.md#openai-responses, design.md#openai-responses.
 """
 
 from __future__ import annotations

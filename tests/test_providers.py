@@ -1,4 +1,4 @@
-"""The provider registry behind Model.api (providers.md)."""
+"""The provider registry behind Model.api (design.md#wire-formats)."""
 
 from __future__ import annotations
 

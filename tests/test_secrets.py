@@ -1,4 +1,4 @@
-"""The API key never reaches an error message or an event (invariants.md 15).
+"""The API key never reaches an error message or an event (design.md#invariant-15-no-secret-leaks).
 
 Servers echo keys: in an error body, in a stop reason, in an error event, in
 a header the HTTP library quotes. Wherever a server puts the key, and

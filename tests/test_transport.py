@@ -1,4 +1,4 @@
-"""The fault matrix: what the network and the server do, as error replies (providers.md).
+"""The fault matrix: what the network and the server do, as error replies (design.md#wire-formats).
 
 Every provider shares the transport; these tests speak the OpenAI chat API to
 a loopback server that misbehaves on request, and all four HTTP APIs

@@ -73,7 +73,7 @@ MODEL_ID = "scripted"
 
 
 def canonical(value: Any) -> str:
-    """Canonical JSON (FORMAT.md §6): sorted keys, no whitespace, UTF-8."""
+    """Canonical JSON: sorted keys, no whitespace, UTF-8."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -89,7 +89,7 @@ class CustomMessage:
     fields: dict[str, Any]
 
 
-# --- normalization (FORMAT.md §6.1) ------------------------------------------------------------
+# --- normalization ------------------------------------------------------------
 
 
 def norm_block(block: Any) -> dict[str, Any]:
@@ -234,7 +234,7 @@ def _text_of(content: Any) -> str:
 
 
 def compact(message: Any) -> str:
-    """The compact strings of ``#result.llmCalls[].messages`` (FORMAT.md §6.2)."""
+    """The compact strings of ``#result.llmCalls[].messages``."""
     if isinstance(message, UserMessage):
         return "user:" + _text_of(message.content)
     if isinstance(message, AssistantMessage):

@@ -229,7 +229,7 @@ function sleep(ms, signal) {
 	});
 }
 
-// --- the scripted stream function (FORMAT.md §2) ----------------------------------------------
+// --- the scripted stream function ----------------------------------------------
 
 const llmCalls = [];
 let streamCalls = 0;
@@ -354,7 +354,7 @@ function streamFn(model, context, options) {
 	};
 }
 
-// --- scripted tools (FORMAT.md §3) -----------------------------------------------------------
+// --- scripted tools -----------------------------------------------------------
 
 const toolExecutions = [];
 const hookCalls = [];
@@ -456,7 +456,7 @@ function makeTool(spec) {
 }
 const tools = (scenario.tools ?? []).map(makeTool);
 
-// --- hooks (FORMAT.md §4, §7.1) ----------------------------------------------------------------
+// --- hooks ----------------------------------------------------------------
 
 const matches = (match = {}, toolCall) =>
 	(match.toolName === undefined || match.toolName === toolCall.name) &&
@@ -668,7 +668,7 @@ function hookOptions() {
 	return o;
 }
 
-// --- actions (FORMAT.md §5) --------------------------------------------------------------------
+// --- actions --------------------------------------------------------------------
 
 const actions = (scenario.actions ?? []).map((a) => ({ ...a, fired: false, seen: 0 }));
 let runIndex = 0;
