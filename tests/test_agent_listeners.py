@@ -1,4 +1,5 @@
-"""Agent listeners: every listener hears every event of a run, whatever another does (design.md#the-agents-rules).
+"""Agent listeners: every listener hears every event of a run, whatever another does
+(design.md#the-agents-rules).
 
 A listener that raises fails the run, but only after the listeners after it
 have heard the event; the run's closing events go to every listener, the one

@@ -1,4 +1,5 @@
-"""Tool execution: preparation, hooks, modes, ordering, updates, termination (design.md#tool-execution)."""
+"""Tool execution: preparation, hooks, modes, ordering, updates, termination
+(design.md#tool-execution)."""
 
 from __future__ import annotations
 

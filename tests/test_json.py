@@ -1,4 +1,5 @@
-"""Tests of trio_agent._json: pi's camelCase JSON, both ways, and strict loading (design.md#messages)."""
+"""Tests of trio_agent._json: pi's camelCase JSON, both ways, and strict loading
+(design.md#messages)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The turn state machine of run_agent_loop / run_agent_loop_continue (design.md#the-order-of-events)."""
+"""The turn state machine of run_agent_loop / run_agent_loop_continue
+(design.md#the-order-of-events)."""
 
 from __future__ import annotations
 

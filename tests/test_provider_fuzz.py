@@ -8,7 +8,8 @@ strings and objects taken from other recorded events, so that one event
 kind is read as another), a key dropped, the data replaced by arbitrary
 text, the SSE event name changed, an event left out. The stream then goes
 through the API's parser the way ``HttpProvider.stream`` drives it, and the
-test asserts exactly what the design promises (design.md#the-stream-protocol): the stream ends with one
+test asserts exactly what the design promises
+(design.md#the-stream-protocol): the stream ends with one
 assistant message, a normal one or one with ``stop_reason="error"`` and a
 non-empty ``error_message``; nothing but a :class:`ProviderFailure` comes
 out of the parser; the stream events are well formed; and the message holds
