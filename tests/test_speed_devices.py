@@ -24,7 +24,7 @@ FIGURE = re.compile(r"#.*\bB\d+: saves \d+(\.\d)?% of instructions \(callgrind\)
 # What marks a device in the source, and what it is.
 DEVICES = {
     re.compile(r"^\s*@fast_init\b"): "a class given fast_init",
-    re.compile(r"\bmaker\([A-Z]\w*\)"): "an object built by a maker",
+    re.compile(r"\bmaker\((?:[A-Z]\w*\)|$)"): "an object built by a maker",
     re.compile(r"^def (cancel_probe|children_probe)\("): "a cancel probe",
     re.compile(r"# \w+\(\), inline\b"): "a step written out inline",
 }

@@ -4,7 +4,7 @@ A run streams a reply from a model, executes the tool calls in it (one by
 one, or concurrently), feeds the results back, and repeats until the model is
 done. The host can steer it, queue follow-ups and abort it at any instant,
 and nothing is lost: every tool call gets its result, no task outlives the
-run, every byte received is kept.
+run, every delta received is kept.
 
 The public names are re-exported here; the modules that define them are
 private. Model providers live in :mod:`trio_agent.providers`.

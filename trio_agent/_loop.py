@@ -847,7 +847,7 @@ class Run:
 # streaming reply, a message. Opening one pushes it and gives the event that opens
 # it; the live path closes each as it goes. Closing an aborted or failed run closes
 # what is still open, innermost first, each with its own close(), which uses the same
-# steps as the live path (_Run's *_events generators); so the events a listener hears
+# steps as the live path (Run's *_events generators); so the events a listener hears
 # follow the grammar (design.md#what-a-run-owes) on every exit path:
 #
 #   agent_start  turn_start  [message_start  message_update*  message_end]*

@@ -68,18 +68,15 @@ would stop and leave every request waiting.
 What escapes :func:`open_server` is one exception, never an exception group of the SDK's
 task groups:
 
-=============================================  ==============================================
-the block's own exception                      that exception, as raised
-what ``include`` or an ``on_tools_changed``    that exception, as raised; a callback's (or
-callback raises                                ``include``'s after a list change) cancels the
-                                               block's body first, as Trio does for any
-                                               background task that fails
-cancellation, ``KeyboardInterrupt``            ``trio.Cancelled``, ``KeyboardInterrupt``
-the command cannot be started                  ``OSError`` naming the command
-the server fails during the handshake or the   ``RuntimeError`` naming the server, at most
-listing, sends a reply that cannot be read,    :data:`MAX_ERROR_CHARS` characters, with the
-or the connection breaks                       cause chained
-=============================================  ==============================================
+* the block's own exception: that exception, as raised;
+* what ``include`` or an ``on_tools_changed`` callback raises: that exception, as raised;
+  a callback's (or ``include``'s after a list change) cancels the block's body first, as
+  Trio does for any background task that fails;
+* a cancellation, ``KeyboardInterrupt``: ``trio.Cancelled``, ``KeyboardInterrupt``;
+* the command cannot be started: ``OSError`` naming the command;
+* the server fails during the handshake or the listing, sends a reply that cannot be
+  read, or the connection breaks: ``RuntimeError`` naming the server, at most
+  :data:`MAX_ERROR_CHARS` characters, with the cause chained.
 """
 
 from __future__ import annotations

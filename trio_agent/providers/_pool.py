@@ -31,7 +31,7 @@ import importlib.util
 import ssl
 from collections.abc import AsyncIterator
 
-import httpx2  # noqa: ASYNC127  # the design's HTTP client
+import httpx2  # noqa: ASYNC127  # the HTTP client the providers send with
 import trio
 
 from .. import _public

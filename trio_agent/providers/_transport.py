@@ -73,7 +73,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
-import httpx2  # noqa: ASYNC127  (the design's client)
+import httpx2  # noqa: ASYNC127  (the HTTP client the providers send with)
 import jiter
 import trio
 

@@ -43,7 +43,6 @@ import trio
 
 from .._cancel import CancelProbe, cancel_probe
 from .._events import AssistantMessageEvent, StreamError
-from .._frozen import maker
 from .._messages import (
     AssistantContent,
     AssistantMessage,
@@ -214,9 +213,6 @@ class ScriptedCall:
     options: StreamOptions
 
 
-# B1: saves 1.5% of instructions (callgrind)
-_scripted_call: Callable[[Model, LlmContext, StreamOptions], ScriptedCall] = maker(ScriptedCall)
-
 
 class _Script:
     """The mutable part of a scripted model: what is left to play, what was asked."""
@@ -368,7 +364,7 @@ async def stream(
         )
     assert isinstance(model, ScriptedModel)
     index = script.next
-    script.calls.append(_scripted_call(model, context, options))
+    script.calls.append(ScriptedCall(model=model, context=context, options=options))
     if index >= len(script.responses):
         # Not advancing ``next``: a reply added later (``model.add``) is played
         # by the next call instead of being skipped.
