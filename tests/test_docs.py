@@ -10,13 +10,14 @@ import importlib
 import inspect
 import re
 import sys
-import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.test_citations import headings
 
 pytest_plugins = ["pytester"]
 
@@ -93,27 +94,11 @@ def test_the_readme_is_read_in_five_minutes() -> None:
 _LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)\s]+)\)")
 _FENCE = re.compile(r"^```.*?^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _CODE_SPAN = re.compile(r"`[^`]*`")
-_HEADING = re.compile(r"^#{1,6} +(?P<title>.+?) *$", re.MULTILINE)
 
 
 def _prose(text: str) -> str:
     """The text without its fenced blocks and code spans."""
     return _CODE_SPAN.sub("", _FENCE.sub("", text))
-
-
-def _anchor(title: str) -> str:
-    """The anchor MkDocs gives a heading (Python-Markdown's toc slugify): the text as it
-    renders, lowercased, punctuation dropped, spaces to hyphens."""
-    ascii_text = unicodedata.normalize("NFKD", title.replace("`", "")).encode("ascii", "ignore")
-    text = re.sub(r"[^\w\s-]", "", ascii_text.decode("ascii")).strip().lower()
-    return re.sub(r"[-\s]+", "-", text)
-
-
-def _anchors(page: Path) -> set[str]:
-    return {
-        _anchor(match["title"])
-        for match in _HEADING.finditer(_FENCE.sub("", page.read_text(encoding="utf-8")))
-    }
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
@@ -135,7 +120,7 @@ def test_every_link_reaches_its_page_and_heading(page: Path) -> None:
             continue  # the API reference: mkdocs build --strict checks those links
         elif not resolved.is_file():
             problems.append(f"{target}: no such file")
-        elif anchor and (resolved.suffix != ".md" or anchor not in _anchors(resolved)):
+        elif anchor and (resolved.suffix != ".md" or anchor not in headings(resolved)):
             problems.append(f"{target}: no heading with that anchor")
     assert problems == [], f"{page.relative_to(ROOT)}: broken links:\n" + "\n".join(problems)
 
@@ -408,3 +393,15 @@ def test_the_site_has_no_hand_written_reference() -> None:
     assert not (ROOT / "docs" / "api.md").exists()
     for page in PAGES:
         assert "api.md" not in page.read_text(encoding="utf-8"), page
+
+
+def test_no_docstring_holds_a_table_the_reference_cannot_draw() -> None:
+    """A reST table (``====  ====`` lines) renders on the site as one paragraph with the
+    rules in it: the docstrings use lists instead."""
+    rule = re.compile(r"^[ \t]*={3,}(?:[ \t]{2,}={3,})+[ \t]*$", re.MULTILINE)
+    tables = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "trio_agent").rglob("*.py"))
+        if rule.search(path.read_text(encoding="utf-8"))
+    ]
+    assert tables == []

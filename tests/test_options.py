@@ -237,15 +237,14 @@ async def test_each_request_option_given_to_an_agent_reaches_each_request(name: 
 
 
 async def test_a_thinking_level_a_hook_sets_reaches_the_next_request() -> None:
-    model = faux.model(["one", "two"])
+    # one run of two requests: the run's options, made once, are made again for the second
+    model = faux.model([faux.reply(faux.tool_call("missing", {})), "two"])
 
     async def lower(request: Any) -> Any:
         return RequestUpdate(thinking_level="off") if len(model.calls) == 1 else None
 
     config = AgentLoopConfig(model=model, reasoning="high", prepare_request=lower)
-    agent_context = AgentContext()
-    await run_agent_loop([UserMessage.text("hi")], agent_context, config, _ignore)
-    await run_agent_loop([UserMessage.text("again")], agent_context, config, _ignore)
+    await run_agent_loop([UserMessage.text("hi")], AgentContext(), config, _ignore)
     levels = [(call.options.reasoning, call.options.thinking_level) for call in model.calls]
     assert levels == [("high", "high"), (None, "off")]
 
