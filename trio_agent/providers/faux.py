@@ -213,7 +213,6 @@ class ScriptedCall:
     options: StreamOptions
 
 
-
 class _Script:
     """The mutable part of a scripted model: what is left to play, what was asked."""
 
