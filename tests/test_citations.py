@@ -3,11 +3,20 @@
 The code cites the contract it keeps: ``design.md#the-order-of-events``,
 ``design.md#invariant-10-well-formed-events``, "invariant 8", or a page and a
 section title in quotes (``docs/design.md, "What a run owes"``). Each citation
-in ``trio_agent/`` and ``.ci/run`` is checked here: the page is one of
-``docs/`` (or the README or the changelog); the citation names a section of
-it, by the anchor of one of its headings (as the site's table of contents
-makes it) or by one of its headings in quotes; and "invariant N" has its
-heading in ``docs/design.md``. No ``§``: the site numbers only the invariants.
+in ``trio_agent/``, ``.ci/run``, the tests (``tests/``, with the conformance
+recorder and its pages), ``benchmarks/`` and ``scripts/`` is checked here: the page is a
+Markdown file of the citing file's own folder (the conformance harness cites
+``FORMAT.md``, beside it), one of ``docs/``, the README or the changelog, or a
+Markdown file named by its path from the repository's root
+(``tests/conformance/FORMAT.md``); the citation names a section of it, by the
+anchor of one of its headings (as the site's table of contents makes it) or by
+one of its headings in quotes; and "invariant N" has its heading in
+``docs/design.md``. No ``§``: the site numbers only the invariants; a ``§``
+right after ``RFC NNNN`` cites a section of that RFC, which is not a page of
+the repository. The tests, benchmarks and scripts may also name a page whole
+(a test that checks a page, a benchmark that points at its figures), and the
+name of a Markdown file a test writes (``alpha.md``) is that file, not a page.
+This file is not checked: its samples are broken on purpose.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ _HEADING = re.compile(r"^(?P<hashes>#{1,6})[ \t]+(?P<text>.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
 _CUSTOM_ID = re.compile(r"[ \t]*\{[ \t]*#(?P<id>[\w-]+)[^}]*\}$")
 _INVARIANT_HEADING = re.compile(r"^Invariant (?P<number>\d+): ")
+# "RFC 9113 §4.1": a section of an RFC, not of a page.
+_RFC_BEFORE = re.compile(r"\bRFC[ \t]?\d+[ \t]*$")
 
 
 def slugify(text: str) -> str:
@@ -83,13 +94,22 @@ def headings(page: Path) -> dict[str, str]:
     return found
 
 
-def _page_path(name: str) -> Path | None:
-    """The page a citation names, or None if the repository has no such page."""
+def _page_path(name: str, citing: Path) -> Path | None:
+    """The page a citation in the file ``citing`` names, or None if the repository has no
+    such page: a Markdown file of the citing file's own folder first, then the README or the
+    changelog, a page of ``docs/``, or a file named by its path from the repository's root."""
+    if "/" not in name and (beside := citing.parent / name).is_file():
+        return beside
     if name in ROOT_PAGES:
         return ROOT / name
-    name = name.removeprefix("docs/")
-    path = DOCS / name
-    return path if path.is_file() and "/" not in name else None
+    if (
+        "/" not in name.removeprefix("docs/")
+        and (path := DOCS / name.removeprefix("docs/")).is_file()
+    ):
+        return path
+    if "/" in name and (path := ROOT / name).is_file():
+        return path
+    return None
 
 
 def invariant_numbers() -> set[int]:
@@ -100,11 +120,15 @@ def invariant_numbers() -> set[int]:
     }
 
 
-def citation_problems(path: Path, text: str) -> list[str]:
+def citation_problems(path: Path, text: str, samples: frozenset[str] = frozenset()) -> list[str]:
     """Every citation of ``text`` (the contents of ``path``) that does not resolve, as
-    ``file:line: why``."""
+    ``file:line: why``. The package and CI cite a page's section; the tests, benchmarks and
+    scripts may also name a page whole (a test that checks a page, a benchmark's figures).
+    ``samples`` are the names of files the tests write (``alpha.md``), not citations."""
     problems: list[tuple[int, str]] = []
+    sections_required = any(path.is_relative_to(ROOT / top) for top in ("trio_agent", ".ci"))
     where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    folder = where.parent.as_posix()
 
     def report(offset: int, why: str) -> None:
         line = text.count("\n", 0, offset) + 1
@@ -112,6 +136,8 @@ def citation_problems(path: Path, text: str) -> list[str]:
         problems.append((line, f"{where}:{line}: {why}\n    {source}"))
 
     for match in re.finditer("§", text):
+        if _RFC_BEFORE.search(text, max(0, match.start() - 20), match.start()):
+            continue
         report(match.start(), "a § citation: cite a heading's anchor, page.md#anchor")
     invariants = invariant_numbers()
     for match in _PAGE.finditer(text):
@@ -119,13 +145,18 @@ def citation_problems(path: Path, text: str) -> list[str]:
         if before in ("'", '"') and after == before:
             continue  # a file name as a value ({"path": "README.md"}), not a citation
         name = match["page"]
-        page = _page_path(name)
+        page = _page_path(name, path)
+        if page is None and name in samples:
+            continue
         if page is None:
-            report(match.start(), f"{name!r} is not a page of docs/ (nor README.md, CHANGELOG.md)")
+            report(
+                match.start(),
+                f"{name!r} is not a page of docs/, {folder}/, the README or the changelog",
+            )
             continue
         anchors = headings(page)
         anchor, title = match["anchor"], match["title"]
-        if anchor is None and title is None:
+        if anchor is None and title is None and sections_required:
             report(match.start(), f"{name} is cited without its section (#anchor, or a heading)")
         if anchor is not None and anchor not in anchors:
             report(match.start(), f"{name} has no heading with the anchor {anchor!r}")
@@ -139,7 +170,32 @@ def citation_problems(path: Path, text: str) -> list[str]:
 
 
 def cited_files() -> list[Path]:
-    return [*sorted((ROOT / "trio_agent").rglob("*.py")), ROOT / ".ci" / "run"]
+    """The files whose citations are checked: the code, CI, the tests (with the conformance
+    recorder and pages), the benchmarks and the scripts; not this file, whose samples are broken on
+    purpose."""
+    found = [
+        *sorted((ROOT / "trio_agent").rglob("*.py")),
+        ROOT / ".ci" / "run",
+        *sorted((ROOT / "tests").rglob("*.py")),
+        *sorted((ROOT / "tests" / "conformance" / "recorder").glob("*.mjs")),
+        *sorted((ROOT / "tests" / "conformance").glob("*.md")),
+        *sorted((ROOT / "benchmarks").rglob("*.py")),
+        *sorted((ROOT / "benchmarks").rglob("*.mjs")),
+        *sorted((ROOT / "scripts").rglob("*.py")),
+    ]
+    return [path for path in found if path != Path(__file__).resolve()]
+
+
+def sample_names() -> frozenset[str]:
+    """The Markdown files the tests write (``(root / "alpha.md").write_text(...)``): their
+    names in the tests' texts are those files, not pages."""
+    quoted = re.compile(r"""/\s*(["'])([\w-]+\.md)\1\)\.(?:write_text|write_bytes|touch)\(""")
+    return frozenset(
+        match[2]
+        for path in cited_files()
+        if path.is_relative_to(ROOT / "tests")
+        for match in quoted.finditer(path.read_text(encoding="utf-8"))
+    )
 
 
 # -- the anchors are the site's --------------------------------------------------------------------
@@ -181,15 +237,65 @@ def test_the_checker_catches_each_kind_of_broken_citation() -> None:
     problems = citation_problems(ROOT / "trio_agent" / "example.py", text)
     assert [problem.split("\n")[0] for problem in problems] == [
         "trio_agent/example.py:1: a § citation: cite a heading's anchor, page.md#anchor",
-        "trio_agent/example.py:1: 'loop.md' is not a page of docs/ (nor README.md, CHANGELOG.md)",
+        "trio_agent/example.py:1: 'loop.md' is not a page of docs/, trio_agent/, the README"
+        " or the changelog",
         "trio_agent/example.py:2: design.md has no heading with the anchor 'no-such-heading'",
         "trio_agent/example.py:3: docs/design.md has no heading 'No such section'",
-        "trio_agent/example.py:4: 'invariants.md' is not a page of docs/"
-        " (nor README.md, CHANGELOG.md)",
+        "trio_agent/example.py:4: 'invariants.md' is not a page of docs/, trio_agent/, the"
+        " README or the changelog",
         "trio_agent/example.py:4: docs/design.md has no heading 'Invariant 99: ...'",
         "trio_agent/example.py:5: design.md is cited without its section (#anchor, or a heading)",
     ]
     assert problems[0].endswith('\n    """The loop (loop.md §4).')
+
+
+def test_the_tests_cite_pages_beside_them_and_sections_of_rfcs() -> None:
+    conformance = ROOT / "tests" / "conformance"
+    text = (
+        "# The scenario file (FORMAT.md#the-scenario-file); see FORMAT.md#no-such-part.\n"
+        "# Normalization: tests/conformance/FORMAT.md#normalization, and FORMAT.md, the page.\n"
+        "# One HTTP/2 frame (RFC 9113 §4.1); but not (loop.md §4).\n"
+        "# The checks of docs/security.md, and docs/design.md#no-such-heading.\n"
+        '# A file the test makes: alpha.md; not a page: beta.md. {"path": "gamma.md"}\n'
+    )
+    problems = citation_problems(conformance / "runner.py", text, frozenset({"alpha.md"}))
+    assert [problem.split("\n")[0] for problem in problems] == [
+        "tests/conformance/runner.py:1: FORMAT.md has no heading with the anchor 'no-such-part'",
+        "tests/conformance/runner.py:3: a § citation: cite a heading's anchor, page.md#anchor",
+        "tests/conformance/runner.py:3: 'loop.md' is not a page of docs/, tests/conformance/,"
+        " the README or the changelog",
+        "tests/conformance/runner.py:4: docs/design.md has no heading with the anchor"
+        " 'no-such-heading'",
+        "tests/conformance/runner.py:5: 'beta.md' is not a page of docs/, tests/conformance/,"
+        " the README or the changelog",
+    ]
+    # Beside the recorder there is no FORMAT.md: it names the page by its path.
+    recorder = conformance / "recorder" / "record.mjs"
+    assert citation_problems(recorder, "// tests/conformance/FORMAT.md#normalization\n") == []
+    assert [
+        problem.split("\n")[0] for problem in citation_problems(recorder, "// FORMAT.md\n")
+    ] == [
+        "tests/conformance/recorder/record.mjs:1: 'FORMAT.md' is not a page of docs/,"
+        " tests/conformance/recorder/, the README or the changelog"
+    ]
+
+
+def test_every_file_with_citations_is_checked_but_this_one() -> None:
+    files = {path.relative_to(ROOT).as_posix() for path in cited_files()}
+    assert {
+        "trio_agent/_loop.py",
+        ".ci/run",
+        "tests/_h2_server.py",
+        "tests/conformance/runner.py",
+        "tests/conformance/recorder/record.mjs",
+        "tests/conformance/README.md",
+        "benchmarks/callgrind.py",
+        "scripts/update_models.py",
+    } <= files
+    assert "tests/test_citations.py" not in files
+    # A file a test writes is not a page; a page a test checks is gone stays a citation.
+    assert "alpha.md" in sample_names()
+    assert "api.md" not in sample_names()
 
 
 # -- the contract --------------------------------------------------------------------------------
@@ -205,9 +311,10 @@ def test_the_invariants_are_numbered_headings_of_the_design_page() -> None:
 
 
 def test_every_citation_in_the_code_resolves() -> None:
+    samples = sample_names()
     problems = [
         problem
         for path in cited_files()
-        for problem in citation_problems(path, path.read_text(encoding="utf-8"))
+        for problem in citation_problems(path, path.read_text(encoding="utf-8"), samples)
     ]
     assert not problems, f"{len(problems)} citations do not resolve:\n" + "\n".join(problems)

@@ -2,25 +2,26 @@
 
     python tests/conformance/runner.py SCENARIO.json
 
-The scenario format and the output are defined by ``FORMAT.md`` (beside the
-scenarios of the design): scripted replies, scripted tools, hook rules and
+The scenario format and the output are those of ``FORMAT.md``, beside this file
+(FORMAT.md#the-scenario-file): scripted replies, scripted tools, hook rules and
 actions in; one canonical JSON value per line out — the events of each run as
 emitted, harness lines (``#run``, ``#action``, ``#run_end``) and a final
-``#result`` line.
+``#result`` line (FORMAT.md#the-output).
 
 How the scenario semantics map onto Trio (the conformance README):
 
 * time is ``trio.sleep(ms / 1000)`` under ``MockClock(autojump_threshold=0)``;
-* the scripted stream is the faux provider, which is lock-step;
+* the scripted stream is the faux provider, which is lock-step: each event is made
+  when the loop asks for it (FORMAT.md#pulled-one-event-at-a-time);
 * a tool that honours abort is simply cancelled; one with ``honorAbort:
   false`` runs its body in a shielded cancel scope;
 * ``afterMs`` actions run in a task of the harness's nursery, ``on`` actions
   inside the listener after the triggering line was printed.
 
-A scenario in ``scenarios_1_6/`` is printed in the 1.6 format (README.md): durations
-(``timed``), structured content and a result's own ``is_error`` are in its lines, and
-its keys drive ``prepare_request``, ``finish_turn``, ``NextTurn.messages`` and
-``run_tool_call``.
+A scenario in ``scenarios_1_6/`` is printed in the 1.6 format
+(FORMAT.md#the-16-format): durations (``timed``), structured content and a result's own
+``is_error`` are in its lines, and its keys drive ``prepare_request``, ``finish_turn``,
+``NextTurn.messages`` and ``run_tool_call``.
 
 Drivers: ``loop`` runs ``run_agent_loop`` / ``run_agent_loop_continue`` with
 the harness's own queues. ``agent`` drives ``trio_agent.Agent`` (when the
@@ -73,7 +74,7 @@ MODEL_ID = "scripted"
 
 
 def canonical(value: Any) -> str:
-    """Canonical JSON: sorted keys, no whitespace, UTF-8."""
+    """Canonical JSON: sorted keys, no whitespace, UTF-8 (FORMAT.md#canonical-json)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -89,7 +90,7 @@ class CustomMessage:
     fields: dict[str, Any]
 
 
-# --- normalization ------------------------------------------------------------
+# --- normalization (FORMAT.md#normalization) --------------------------------------------------
 
 
 def norm_block(block: Any) -> dict[str, Any]:
@@ -234,7 +235,8 @@ def _text_of(content: Any) -> str:
 
 
 def compact(message: Any) -> str:
-    """The compact strings of ``#result.llmCalls[].messages``."""
+    """The compact strings of ``#result.llmCalls[].messages``
+    (FORMAT.md#compact-message-strings)."""
     if isinstance(message, UserMessage):
         return "user:" + _text_of(message.content)
     if isinstance(message, AssistantMessage):
@@ -299,6 +301,7 @@ def to_blocks(spec: Any) -> tuple[Any, ...]:
 
 
 def to_reply(spec: dict[str, Any]) -> faux.Reply:
+    """The scripted reply ``responses[k]`` (FORMAT.md#scripted-replies)."""
     raises = ScriptError(spec["throw"]) if "throw" in spec else None
     return faux.Reply(
         content=to_blocks(spec.get("content", [])),
@@ -390,7 +393,7 @@ class Harness:
     def out(self, value: Any) -> None:
         self.lines.append(canonical(value))
 
-    # -- tools --------------------------------------------------------------------------------
+    # -- tools (FORMAT.md#scripted-tools) ------------------------------------------------------
 
     def _tool(self, spec: dict[str, Any]) -> AgentTool:
         name = spec["name"]
@@ -505,7 +508,7 @@ class Harness:
         await _sleep_ms(ms)
         on_update(ToolResult(content=(TextContent("late update"),), details={"late": True}))
 
-    # -- hooks --------------------------------------------------------------------------------
+    # -- hooks (FORMAT.md#config) --------------------------------------------------------------
 
     async def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeToolCallResult | None:
         messages = ctx.context.messages
@@ -700,7 +703,7 @@ class Harness:
             finish_turn=self.finish_turn if "finishTurn" in spec else None,
         )
 
-    # -- actions ------------------------------------------------------------------------------
+    # -- actions (FORMAT.md#actions) -----------------------------------------------------------
 
     def _event_matches(self, on: dict[str, Any], event: Any) -> bool:
         if on.get("type") != event.type:
@@ -950,7 +953,7 @@ def run_scenario(path: str | Path, driver: str | None = None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", help="a scenario file (FORMAT.md)")
+    parser.add_argument("scenario", help="a scenario file (FORMAT.md#the-scenario-file)")
     parser.add_argument(
         "--driver", choices=["loop", "agent"], help="override the scenario's driver"
     )

@@ -3,7 +3,7 @@
 ``scenarios/`` holds the traces of pi-agent-core 0.85.1, ``scenarios_1_6/`` those of
 1.6.0 for the hooks it added (``prepare_request``, ``finish_turn``, messages from
 ``prepare_next_turn``, ``run_tool_call``, a returned ``is_error``), printed in the 1.6
-format (README.md).
+format (FORMAT.md#the-16-format).
 
 Every scenario is compared line by line, whole, with its own driver (``loop``:
 ``run_agent_loop``; ``agent``: ``trio_agent.Agent``). The ``agent`` scenarios
@@ -13,7 +13,9 @@ state, which the loop does not have), except those that use what only an
 Agent has (re-entrant ``prompt`` / ``continue``).
 
 Where trio_agent differs on purpose, ``NN_name.trio.expected.jsonl`` holds
-its lines, and README.md says why.
+its lines, and README.md says why
+(README.md#where-trio_agent-differs-on-purpose,
+README.md#where-trio_agent-differs-from-160-on-purpose).
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@
 //
 // DIR holds node_modules/@earendil-works/pi-agent-core (and its pi-ai), e.g. a folder where
 // `npm install @earendil-works/pi-agent-core@1.6.0` was run. The scenario format and the
-// normalized output are those of tests/conformance/README.md (the 0.85.1 format plus the keys
-// of the 1.x hooks); the major version of the installed package selects how the harness
-// talks to it (1.x: system prompt and tool declarations in the transcript's system messages).
+// normalized output are those of tests/conformance/FORMAT.md#the-scenario-file (the 0.85.1
+// format, with the keys of the 1.x hooks: tests/conformance/FORMAT.md#the-16-format); the
+// major version of the installed package selects how the harness talks to it (1.x: system
+// prompt and tool declarations in the transcript's system messages,
+// tests/conformance/FORMAT.md#the-system-message-of-1x).
 
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -41,7 +43,7 @@ const scenario = JSON.parse(readFileSync(scenarioPath, "utf8"));
 const driver = driverOverride ?? scenario.driver ?? "agent";
 const cfg = scenario.config ?? {};
 
-// --- canonical JSON ---------------------------------------------------------------------------
+// --- canonical JSON (tests/conformance/FORMAT.md#canonical-json) ---------------------------------
 
 function sortKeys(value) {
 	if (Array.isArray(value)) return value.map((v) => (v === undefined ? null : sortKeys(v)));
@@ -58,7 +60,7 @@ const canonical = (value) => JSON.stringify(sortKeys(value));
 const lines = [];
 const out = (value) => lines.push(canonical(value));
 
-// --- normalization ----------------------------------------------------------------------------
+// --- normalization (tests/conformance/FORMAT.md#normalization) -----------------------------------
 
 function normBlock(b) {
 	switch (b.type) {
@@ -183,7 +185,7 @@ function compact(m) {
 const conversation = (messages) =>
 	V1 && messages.length > 0 && messages[0].role === "system" ? messages.slice(1) : messages;
 
-// --- scenario reading -------------------------------------------------------------------------
+// --- scenario reading (tests/conformance/FORMAT.md#the-scenario-file) ----------------------------
 
 let clock = 1;
 function toMessage(spec) {
@@ -229,7 +231,7 @@ function sleep(ms, signal) {
 	});
 }
 
-// --- the scripted stream function ----------------------------------------------
+// --- the scripted stream function (tests/conformance/FORMAT.md#scripted-replies) -----------------
 
 const llmCalls = [];
 let streamCalls = 0;
@@ -354,7 +356,7 @@ function streamFn(model, context, options) {
 	};
 }
 
-// --- scripted tools -----------------------------------------------------------
+// --- scripted tools (tests/conformance/FORMAT.md#scripted-tools) ---------------------------------
 
 const toolExecutions = [];
 const hookCalls = [];
@@ -456,7 +458,7 @@ function makeTool(spec) {
 }
 const tools = (scenario.tools ?? []).map(makeTool);
 
-// --- hooks ----------------------------------------------------------------
+// --- hooks (tests/conformance/FORMAT.md#config) --------------------------------------------------
 
 const matches = (match = {}, toolCall) =>
 	(match.toolName === undefined || match.toolName === toolCall.name) &&
@@ -668,7 +670,7 @@ function hookOptions() {
 	return o;
 }
 
-// --- actions --------------------------------------------------------------------
+// --- actions (tests/conformance/FORMAT.md#actions) -----------------------------------------------
 
 const actions = (scenario.actions ?? []).map((a) => ({ ...a, fired: false, seen: 0 }));
 let runIndex = 0;
