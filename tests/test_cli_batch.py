@@ -258,21 +258,8 @@ async def test_the_progress_counts_what_runs_exactly_and_the_rate_and_time_left(
 
 
 def test_a_failed_item_is_exit_code_1(tmp_path: Path) -> None:
-    finished = [
-        {"role": "user", "content": "hi", "timestamp": 1},
-        {
-            "role": "assistant",
-            "content": [],
-            "api": "faux",
-            "provider": "faux",
-            "model": "m",
-            "usage": {},
-            "stopReason": "stop",
-            "timestamp": 2,
-        },
-    ]
     items = write_items(
-        tmp_path / "items.jsonl", {"id": "ok", "prompt": "x"}, {"id": "bad", "messages": finished}
+        tmp_path / "items.jsonl", {"id": "ok", "prompt": "x"}, {"id": "bad", "messages": FINISHED}
     )
     out = tmp_path / "results.jsonl"
     result = run_main(["batch", str(items), "--model", "faux:echo", "--out", str(out)])
