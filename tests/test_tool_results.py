@@ -358,6 +358,30 @@ def test_the_decorator_passes_an_output_schema() -> None:
     assert origin.output_schema == POINT_SCHEMA
 
 
+async def test_a_decorated_tools_returned_object_is_checked_against_its_output_schema() -> None:
+    @tool(output_schema=POINT_SCHEMA)
+    async def point(x: int) -> dict[str, Any]:
+        """A point."""
+        return {"x": x, "y": 0} if x >= 0 else {"x": "negative"}
+
+    good = await run_tool_call(
+        ToolCall("c1", "point", {"x": 3}),
+        tools=[point],
+        assistant_message=ASSISTANT,
+        context=CONTEXT,
+    )
+    assert not good.is_error
+    assert good.result.structured_content == {"x": 3, "y": 0}
+    bad = await run_tool_call(
+        ToolCall("c2", "point", {"x": -1}),
+        tools=[point],
+        assistant_message=ASSISTANT,
+        context=CONTEXT,
+    )
+    assert bad.is_error
+    assert "does not match its output_schema" in text_of(bad.result.content)
+
+
 # --- run_tool_call ------------------------------------------------------------------------------
 
 ASSISTANT = AssistantMessage(content=())

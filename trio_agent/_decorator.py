@@ -177,7 +177,9 @@ def tool(
     ``name`` and ``description`` replace the function's name and docstring summary; ``label``,
     ``execution_mode``, ``prepare_arguments``, ``time_limit``, ``limiter``, ``output_schema``
     and ``replay`` go to the ``AgentTool`` as they are (a sync function past its ``time_limit``
-    is answered when its thread returns, unless ``abandon_on_cancel=True``).
+    is answered when its thread returns, unless ``abandon_on_cancel=True``). With an
+    ``output_schema``, a JSON object the function returns is also the result's
+    ``structured_content``, checked against the schema (a mismatch is an error result).
 
     Raises :class:`ToolDefinitionError` when ``fn`` is not a function, has no usable name, or
     has a parameter that cannot be described.
@@ -258,7 +260,7 @@ def _make_tool(
             result = await trio.to_thread.run_sync(
                 functools.partial(fn, **kwargs), abandon_on_cancel=abandon_on_cancel
             )
-        return _to_result(name, result)
+        return _to_result(name, result, structured=output_schema is not None)
 
     # Not functools.wraps: execute's own annotations and signature stay those of execute.
     functools.update_wrapper(
@@ -279,7 +281,10 @@ def _make_tool(
     )
 
 
-def _to_result(tool_name: str, value: object) -> ToolResult:
+def _to_result(tool_name: str, value: object, structured: bool = False) -> ToolResult:
+    """What a decorated function returned, as a result; with ``structured`` (the tool has an
+    ``output_schema``), a JSON object it returned is also the structured content, which
+    the loop checks against the schema."""
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, str):
@@ -291,6 +296,8 @@ def _to_result(tool_name: str, value: object) -> ToolResult:
             f"tool {tool_name!r} returned a {type(value).__qualname__}, which is not a "
             f"ToolResult, a str or a JSON-serializable value"
         ) from exc
+    if structured and isinstance(value, dict):
+        return ToolResult.text(text, details=value, structured_content=value)
     return ToolResult.text(text, details=value)
 
 
