@@ -1142,6 +1142,7 @@ async def test_without_a_level_or_the_rule_no_configuration_update_is_sent(clock
     for model, level, reasoning in [
         (sol, None, {"effort": "none"}),  # no level: its "off", as any model's
         (openai_responses.model("gpt-5.5"), "high", {"effort": "high", "summary": "auto"}),
+        (attrs.evolve(sol, reasoning=False), "high", None),  # not a reasoning model
     ]:
         async with open_sse_server(sse("text.sse")) as server:
             result = await call(
@@ -1154,3 +1155,18 @@ async def test_without_a_level_or_the_rule_no_configuration_update_is_sent(clock
         assert body.get("reasoning") == reasoning
         assert all("type" not in item or item["type"] == "message" for item in body["input"])
         assert result.message.provider_thinking_level is None
+
+
+async def test_an_earlier_turns_effort_not_one_of_the_apis_is_not_sent_back(clock: Any) -> None:
+    sol = openai_responses.model("gpt-6-sol")
+    transcript = [UserMessage.text("one"), _turn(sol, 'high"}', "first"), UserMessage.text("two")]
+    async with open_sse_server(sse("text.sse")) as server:
+        await call(
+            openai_responses.stream,
+            attrs.evolve(sol, base_url=server.url + "/v1"),
+            context(*transcript),
+            options(reasoning="low"),
+        )
+    items = checked(server.requests[0].json)["input"]
+    updates = [item for item in items if item.get("type") == "configuration_update"]
+    assert updates == [{"type": "configuration_update", "reasoning": {"effort": "low"}}]

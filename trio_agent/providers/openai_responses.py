@@ -320,7 +320,7 @@ def _input(model: Model, context: LlmContext, effort: str | None = None) -> list
             if (
                 effort is not None
                 and items
-                and made_at is not None
+                and made_at in _EFFORTS  # a loaded transcript's value, not sent unchecked
                 and (message.provider, message.api, message.model)
                 == (model.provider, model.api, model.id)
             ):
@@ -331,6 +331,10 @@ def _input(model: Model, context: LlmContext, effort: str | None = None) -> list
     if effort is not None:
         out.append(_configuration_update(effort))
     return out
+
+
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh", "max"})
+"""The efforts a ``configuration_update`` item may carry back for an earlier turn."""
 
 
 def _configuration_update(effort: str) -> dict[str, Any]:
@@ -346,7 +350,11 @@ def _update_effort(model: Model, options: StreamOptions) -> str | None:
     """The effort to send in ``configuration_update`` items, for a model whose catalog rules
     say ``supportsMidConvoEffort`` asked for a level (the nearest it offers, as its
     ``thinking_levels`` map it); None to send the level as ``reasoning.effort``."""
-    if model.compat_flags.get("supportsMidConvoEffort") is not True or not options.reasoning:
+    if (
+        not model.reasoning
+        or model.compat_flags.get("supportsMidConvoEffort") is not True
+        or not options.reasoning
+    ):
         return None
     return model_effort(model, options.reasoning)
 
