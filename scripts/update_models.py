@@ -220,8 +220,17 @@ def key_variables(
     out: dict[str, tuple[str, ...]] = {}
     for provider in sorted(models):
         variables = tuple(v for v in table.get(provider, ()) if v not in NOT_KEYS)
-        if variables:
-            out[provider] = variables
+        if not variables:
+            continue
+        # written into Python source: only plain names pass
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", provider):
+            raise SystemExit(f"{ENV_KEYS}: {provider!r} is not a provider name")
+        for variable in variables:
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", variable):
+                raise SystemExit(
+                    f"{ENV_KEYS}: {variable!r} ({provider}) is not an environment variable"
+                )
+        out[provider] = variables
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import copy
 import importlib.util
 import io
@@ -655,12 +657,28 @@ def test_the_scripts_check_mode_tells_a_stale_file_and_writes_nothing(tmp_path: 
     assert _run(tmp_path, tarball, "--check")[0] == 1
 
 
+def test_the_script_writes_only_plain_names_into_the_key_table() -> None:
+    script = _script()
+    models = {"openai": {}, "odd provider": {}}
+    assert script.key_variables({"openai": ["OPENAI_API_KEY"]}, models) == {
+        "openai": ("OPENAI_API_KEY",)
+    }
+    with pytest.raises(SystemExit, match="is not an environment variable"):
+        script.key_variables({"openai": ['X",) or __import__("os") #']}, models)
+    with pytest.raises(SystemExit, match="is not a provider name"):
+        script.key_variables({"odd provider": ["ODD_API_KEY"]}, models)
+
+
 def test_the_shipped_key_variables_were_made_with_the_shipped_catalog() -> None:
     from trio_agent.providers import _key_variables
 
     assert models.source() in (_key_variables.__doc__ or "")
     assert set(KEY_VARIABLES) <= set(models.providers())
-    assert KEY_VARIABLES is _key_variables.KEY_VARIABLES
+    # each entry names at least one variable, and only names of environment variables
+    assert all(
+        names and all(re.fullmatch(r"[A-Z][A-Z0-9_]*", name) for name in names)
+        for names in _key_variables.KEY_VARIABLES.values()
+    )
 
 
 # --- tiered prices -----------------------------------------------------------------------------

@@ -1236,3 +1236,16 @@ async def test_a_catalog_anthropic_model_on_openrouter_chat_follows_its_flags(cl
     assert body["messages"] == conversation_messages({"type": "ephemeral"})
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert ("reasoning" in body, session_headers(request)) == (False, {"x-session-id": "s-1"})
+
+
+def test_the_catalogs_key_variables_come_before_the_known_hosts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = openai_chat.model("anything", base_url="https://openrouter.ai/api/v1")
+    client = openai_chat.OpenAIChat()
+    assert client.key_variables(model) == ("OPENROUTER_API_KEY",)
+    monkeypatch.setattr(
+        openai_chat, "KEY_VARIABLES", {"openrouter": ("OPENROUTER_KEY_2", "OPENROUTER_API_KEY")}
+    )
+    assert client.key_variables(model) == ("OPENROUTER_KEY_2", "OPENROUTER_API_KEY")
+    assert client.key_variables(attrs.evolve(model, provider="")) == ()

@@ -679,10 +679,14 @@ class OpenAIChat(HttpProvider):
 
     def key_variables(self, model: Model) -> tuple[str, ...]:
         """The variable of the host's provider (``OPENAI_API_KEY`` for OpenAI,
-        ``OPENROUTER_API_KEY`` for OpenRouter, ...); none for other servers, so that an
-        OpenAI key is never sent to them."""
+        ``OPENROUTER_API_KEY`` for OpenRouter, ...); none for other servers (so that an
+        OpenAI key is never sent to them). The catalog's table of key variables comes
+        first; the known hosts' own variables cover a provider it does not list."""
+        variables = KEY_VARIABLES.get(model.provider)
+        if variables:
+            return variables
         env = _ENV_KEYS.get(model.provider)
-        return (env,) if env else KEY_VARIABLES.get(model.provider, ())
+        return (env,) if env else ()
 
     def needs_key(self, model: Model) -> bool:
         return bool(resolve_compat(model).requires_api_key)
