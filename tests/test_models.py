@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 import copy
 import importlib.util
 import io
 import json
 import pickle
+import re
 import subprocess
 import sys
 import tarfile
