@@ -439,6 +439,10 @@ async def test_an_agent_handed_out_again_passes_the_gate_once_a_request(
     limits = {"faux": RateLimits(requests_per_minute=2)}
     await run_batch(items(4), make, out=tmp_path / "r.jsonl", concurrency=1, rate_limits=limits)
     assert starts == [0, 0, 60, 60]
+    # the agent leaves the batch as it came: its own requests pass no gate of the batch
+    agent.replace_messages([])
+    await agent.prompt("after the batch")
+    assert starts == [0, 0, 60, 60, 60]
 
 
 # -- the results file: each line durable before its result is reported ------------------------

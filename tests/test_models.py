@@ -658,7 +658,7 @@ def test_the_scripts_check_mode_tells_a_stale_file_and_writes_nothing(tmp_path: 
 
 def test_the_script_writes_only_plain_names_into_the_key_table() -> None:
     script = _script()
-    models = {"openai": {}, "odd provider": {}}
+    models: dict[str, Any] = {"openai": {}, "odd provider": {}}
     assert script.key_variables({"openai": ["OPENAI_API_KEY"]}, models) == {
         "openai": ("OPENAI_API_KEY",)
     }

@@ -35,7 +35,7 @@ import trio
 
 from ._agent import Agent
 from ._errors import one_exception
-from ._messages import AgentMessage, AssistantMessage, Cost, Usage
+from ._messages import _NO_USAGE, AgentMessage, AssistantMessage, Cost, Usage
 from ._model import Model
 from ._stream import Emit, LlmContext, StreamOptions
 from .providers import get_stream_fn
@@ -103,7 +103,9 @@ def _positive_or_none(name: str, whole: bool = False) -> Callable[[Any, Any, Any
 class RateLimits:
     """Limits on one provider's traffic, per minute, over every agent of a batch.
 
-    ``requests_per_minute``: at most this many requests start in any 60 seconds.
+    ``requests_per_minute``: at most this many requests start in any 60 seconds (the
+    requests the agents ask for; an agent's own retries of one, its ``max_retries``,
+    pass without being counted: make the agents with ``max_retries=0`` for a strict limit).
     ``tokens_per_minute``: a request starts only while the tokens of the replies that
     ended in the last 60 seconds are fewer than this; a reply's tokens are counted when
     it ends (its ``usage.total_tokens``), so the requests already under way when the
@@ -307,10 +309,14 @@ class BatchSummary:
     tokens: int = 0
     cost: float = 0.0
     rate_limit_wait: float = 0.0
-    """Seconds the providers' gates held requests back, summed over providers."""
+    """Seconds the providers' gates held requests back, summed over providers: the time
+    the first request in each provider's line waited (the requests queued behind it
+    waited as long, and are not counted again). On Ray, summed over the workers too."""
 
 
-_NO_USAGE: Final = Usage()
+def _error_text(error: BaseException) -> str:
+    """An exception as a result line says it: its type and text, 500 characters at most."""
+    return f"{type(error).__name__}: {str(error)[:500]}"
 
 
 def _add(a: Usage, b: Usage) -> Usage:
@@ -580,15 +586,19 @@ async def _run_item(
             agent = await made if not isinstance(made, Agent) else made
             if not isinstance(agent, Agent):
                 raise TypeError(f"make_agent returned {agent!r:.80}, not an Agent")
-            agent._stream_fn = _gated(gates, agent._stream_fn)
-            if item.transcript is not None:
-                agent.replace_messages(item.transcript)
-                start = len(item.transcript)
-                await agent.continue_()
-            else:
-                start = len(agent.state.messages)
-                assert item.prompt is not None
-                await agent.prompt(item.prompt)
+            own = agent._stream_fn
+            agent._stream_fn = _gated(gates, own)
+            try:  # the agent is the factory's: it leaves the batch as it came
+                if item.transcript is not None:
+                    agent.replace_messages(item.transcript)
+                    start = len(item.transcript)
+                    await agent.continue_()
+                else:
+                    start = len(agent.state.messages)
+                    assert item.prompt is not None
+                    await agent.prompt(item.prompt)
+            finally:
+                agent._stream_fn = own
         except Exception as error:
             messages = () if agent is None else tuple(agent.state.messages)
             usage = _add(usage, _usage_of(messages[start:]))
@@ -598,7 +608,7 @@ async def _run_item(
                 messages=messages,
                 usage=usage,
                 error_kind="exception",
-                error=f"{type(error).__name__}: {error}",
+                error=_error_text(error),
                 attempts=attempt,
             )
         except BaseException:

@@ -48,6 +48,7 @@ from .batch import (
     _check_limits,
     _check_settings,
     _Counts,
+    _error_text,
     _finished,
     _Gate,
     _Gates,
@@ -326,7 +327,9 @@ async def run_ray_batch(
 
     Raises ``RuntimeError`` if Ray is not initialized (``ray.init()``), and what
     ``run_batch`` raises for bad arguments and results files. ``on_result`` is called
-    with each result, read back from its line, after the line is written.
+    with each result, read back from its line, after the line is written. The summary's
+    ``rate_limit_wait`` is summed over the workers: two workers paused together count
+    the pause twice.
 
     Cancellation stops every worker task at once (``ray.cancel(force=True)``): the
     items running there have no line, as after ``kill -9``, and run again on a rerun
@@ -384,7 +387,7 @@ async def run_ray_batch(
             id=item.id,
             status="error",
             error_kind="worker_lost",
-            error=f"{type(error).__name__}: {str(error)[:500]}",
+            error=_error_text(error),
             attempts=lost[item.id],
         )
         with trio.CancelScope(shield=True):
@@ -454,8 +457,9 @@ async def run_ray_batch(
 
     file = await trio.to_thread.run_sync(_open_results, path, end)
     writer = _Writer(file)
-    limiter = _LimiterActor.remote(limits, max_pause)
+    limiter: Any = None
     try:
+        limiter = await trio.to_thread.run_sync(_LimiterActor.remote, limits, max_pause)
         async with trio.open_nursery() as nursery:
             for _ in range(min(workers, max(pending, 1))):
                 nursery.start_soon(worker)
@@ -464,5 +468,6 @@ async def run_ray_batch(
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(file.close)
-        ray.kill(limiter)
+            if limiter is not None:
+                await trio.to_thread.run_sync(ray.kill, limiter)
     return counts.summary(waited)
