@@ -366,15 +366,6 @@ def _nav_pages() -> list[str]:
     return re.findall(r"^\s+- (?:[^:\n]+: )?(\S+\.md)$", nav, re.MULTILINE)
 
 
-def _not_in_nav() -> list[str]:
-    """The pages mkdocs.yml's not_in_nav lists (one `/page.md` a line), if it has one."""
-    text = MKDOCS.read_text(encoding="utf-8")
-    block = re.search(r"^not_in_nav: \|\n(?P<lines>(?:[ \t]+\S.*\n)*)", text, re.MULTILINE)
-    if block is None:
-        return []
-    return [line.strip().lstrip("/") for line in block["lines"].splitlines()]
-
-
 def test_every_page_of_the_nav_exists() -> None:
     pages = _nav_pages()
     assert "index.md" in pages
@@ -383,10 +374,9 @@ def test_every_page_of_the_nav_exists() -> None:
     assert len(pages) == len(set(pages)), "a page is twice in the nav"
 
 
-def test_every_page_of_the_docs_is_in_the_nav_or_listed_apart() -> None:
+def test_every_page_of_the_docs_is_in_the_nav() -> None:
     pages = {str(path.relative_to(ROOT / "docs")) for path in (ROOT / "docs").rglob("*.md")}
-    assert sorted(pages - set(_nav_pages()) - set(_not_in_nav())) == []
-    assert sorted(set(_not_in_nav()) - pages) == []
+    assert sorted(pages - set(_nav_pages())) == []
 
 
 def test_the_site_has_no_hand_written_reference() -> None:
