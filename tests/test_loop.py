@@ -633,3 +633,25 @@ async def test_of_two_tools_with_one_name_the_first_wins() -> None:
         model, context=AgentContext(tools=[make_tool("t", first), make_tool("t", second)])
     )
     assert messages[2].content == (TextContent("first"),)  # type: ignore[union-attr]  # a result
+
+
+async def test_a_reply_done_then_aborted_records_the_thinking_level_asked_for() -> None:
+    # the stream sent its done event, then the run was aborted before the function returned:
+    # the reply the run keeps is the done event's, with the level the options asked for
+    abort = trio.CancelScope()
+
+    async def stream_fn(model: Any, context: Any, options: Any, emit: Any) -> AssistantMessage:
+        await emit(_STREAM_EVENTS["start"])
+        await emit(_STREAM_EVENTS["done"])
+        abort.cancel()
+        await trio.sleep_forever()
+        raise AssertionError("not reached")
+
+    config = AgentLoopConfig(model=faux.model(), reasoning="high")
+    recorder = EventRecorder()
+    messages = await run_agent_loop(
+        hi(), AgentContext(), config, recorder, stream_fn=stream_fn, abort=abort
+    )
+    check_event_grammar(recorder.events)
+    replies = [m for m in messages if isinstance(m, AssistantMessage)]
+    assert replies[0].thinking_level == "high"

@@ -566,12 +566,11 @@ class Run:
                     "not an AssistantMessage, and emitted no done or error event"
                 )
             final = returned
-        level = self.reasoning or "off"  # what the options asked the reply to record
-        if final.thinking_level != level:  # a stream function that does not record it
-            final = with_thinking_level(final, level)
         for event in self.settle_events(final, reply.started):
             await self.emit(event)
-        return final
+        settled = self.messages[-1]  # final, with its thinking level
+        assert isinstance(settled, AssistantMessage)
+        return settled
 
     def open_reply(self) -> _ReplyOwed:
         """Record that the turn's reply is on its way (it owes its message)."""
@@ -642,7 +641,11 @@ class Run:
 
     def settle_events(self, final: AssistantMessage, started: bool) -> Iterator[AgentEvent]:
         """Make ``final`` the turn's reply, closing the streaming reply: append it, prepare
-        its tool batch, end its message (starting it first if the stream did not)."""
+        its tool batch, end its message (starting it first if the stream did not). The
+        reply records the thinking level the options asked for, on every path."""
+        level = self.reasoning or "off"
+        if final.thinking_level != level:  # a stream function that does not record it
+            final = with_thinking_level(final, level)
         self.owed.pop()  # the reply that streamed
         turn = self.owed[-1]
         assert isinstance(turn, _TurnOwed)
