@@ -25,7 +25,8 @@ What a call gives the model: the server's text blocks as text, its images as ima
 ``structuredContent`` goes to the result's ``structured_content`` and ``details`` and, when the
 server sent no text, to a JSON text block as well. A tool's ``outputSchema`` becomes its
 ``output_schema`` (its patterns RE2 cannot compile left out; a schema that cannot be compiled
-left out whole), so the loop checks a successful result's structured content against it with
+left out whole; it counts toward the tool's :data:`MAX_TOOL_CHARS`, like the rest of its
+definition), so the loop checks a successful result's structured content against it with
 RE2, in linear time; one that does not match is the call's error.
 
 A result keeps at most :data:`MAX_RESULT_CHARS` (100,000) characters of text,
@@ -90,7 +91,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TextIO
 
-import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
@@ -291,25 +291,37 @@ class McpServer:
         async def execute(call_id: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
             return await self._call(remote, args, on_update)
 
+        # A pattern RE2 cannot match in linear time is left out (see the module's docs).
         try:
-            # A pattern RE2 cannot match in linear time is left out (see the module's docs).
             schema, _ = without_unmatchable_patterns(spec.input_schema, tool_name=remote)
-            tool = AgentTool(
+        except (ToolDefinitionError, RecursionError):  # a bad schema costs the tool only
+            return None
+        output: Any = None
+        if spec.output_schema is not None:
+            try:
+                output, _ = without_unmatchable_patterns(spec.output_schema, tool_name=remote)
+            except (ToolDefinitionError, RecursionError):  # a bad output schema is left out
+                output = None
+
+        def make(output_schema: Any) -> AgentTool:  # each schema compiled once
+            return AgentTool(
                 name=self._prefix + remote,
                 description=spec.description or "",
                 parameters=schema,
                 execute=execute,
                 label=spec.title or remote,
+                output_schema=output_schema,
             )
-        except (ToolDefinitionError, RecursionError):  # a bad schema costs the tool only
-            return None
-        if spec.output_schema is None:
-            return tool
+
         try:
-            output, _ = without_unmatchable_patterns(spec.output_schema, tool_name=remote)
-            return attrs.evolve(tool, output_schema=output)
-        except (ToolDefinitionError, RecursionError):  # a bad output schema is left out
-            return tool
+            return make(output)
+        except (ToolDefinitionError, RecursionError):
+            if output is None:  # a bad schema costs the tool only
+                return None
+        try:
+            return make(None)  # the output schema could not be compiled: left out
+        except (ToolDefinitionError, RecursionError):
+            return None
 
     async def _call(self, remote: str, args: dict[str, Any], on_update: ToolUpdate) -> ToolResult:
         if self._closed:
