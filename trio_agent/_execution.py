@@ -73,7 +73,7 @@ from ._messages import (
     now_ms,
 )
 from ._pump import UpdatePump
-from ._tools import AgentTool, check_time_limit
+from ._tools import AgentTool, check_time_limit, tools_by_name
 
 __all__ = [
     "ABORTED",
@@ -839,7 +839,9 @@ async def run_tool_call(
         on_update: gets the tool's progress reports, until ``execute`` returns.
         time_limit: seconds that bound ``execute``, as a run's ``tool_time_limit``
             does (the tool's own ``time_limit`` wins); the tool's ``limiter`` is held
-            around it.
+            around it, so a tool must not call this way a tool that shares a limiter
+            with it when it may hold the limiter's last slot: the inner call would
+            wait for it for ever.
 
     Returns:
         A :class:`ToolCallOutcome`. A failure of the call is one, with ``is_error``:
@@ -858,13 +860,13 @@ async def run_tool_call(
     check_time_limit(time_limit, "run_tool_call: time_limit")
     if not isinstance(tool_call, ToolCall):
         raise TypeError(f"run_tool_call: tool_call must be a ToolCall, not {tool_call!r:.80}")
-    tool_map: dict[str, AgentTool] = {}
+    tools = tuple(tools)
     for candidate in tools:
         if not isinstance(candidate, AgentTool):
             raise TypeError(
                 f"run_tool_call: tools must be AgentTool objects, not {candidate!r:.80}"
             )
-        tool_map.setdefault(candidate.name, candidate)
+    tool_map = tools_by_name(tools)
     caller = _Caller(
         before_tool_call=before_tool_call,
         after_tool_call=after_tool_call,

@@ -94,7 +94,7 @@ from ._messages import (
 )
 from ._model import Model
 from ._stream import LlmContext, StreamFn, StreamOptions, with_thinking_level
-from ._tools import AgentTool
+from ._tools import AgentTool, tools_by_name
 from ._views import Prefix
 from .providers import get_stream_fn
 
@@ -511,7 +511,7 @@ class Run:
 
     def _use_tools(self, tools: Sequence[AgentTool]) -> None:
         self.tools = tuple(tools)
-        self.tool_map = tool_map = _tool_map(self.tools)
+        self.tool_map = tool_map = tools_by_name(self.tools)
         # The names whose tool runs its whole batch sequentially (in most runs, none:
         # then a shared empty set, not one more object per run).
         sequential = [
@@ -986,8 +986,3 @@ def continued_role(messages: Sequence[AgentMessage]) -> str | None:
         if not isinstance(message, SystemMessage):
             return message.role
     return None
-
-
-def _tool_map(tools: tuple[AgentTool, ...]) -> dict[str, AgentTool]:
-    """Tools by name; of two with one name the first wins, as in pi."""
-    return {tool.name: tool for tool in reversed(tools)}

@@ -22,7 +22,7 @@ import inspect
 import json
 import math
 import reprlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import attrs
@@ -276,3 +276,8 @@ class AgentTool:
         characters), which bounds the time a schema and arguments can make it take.
         """
         return self._validator.validate(self.name, arguments)
+
+
+def tools_by_name(tools: Sequence[AgentTool]) -> dict[str, AgentTool]:
+    """Tools by name; of two with one name the first wins, as in pi."""
+    return {tool.name: tool for tool in reversed(tools)}
