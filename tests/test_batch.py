@@ -422,6 +422,13 @@ def test_a_line_that_is_not_a_result_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="unknown status 'finished'"):
         trio.run(rerun)
+    # the other fields are checked for their types too
+    out.write_bytes(b'{"id": "a", "status": "done", "attempts": "2"}\n')
+    with pytest.raises(ValueError, match="line 1: result 'a': attempts must be an int"):
+        read_results(out)
+    out.write_bytes(b'{"id": "a", "status": "error", "error": ["boom"]}\n')
+    with pytest.raises(ValueError, match="result 'a': error must be a string or null"):
+        read_results(out)
 
 
 async def test_an_agent_handed_out_again_passes_the_gate_once_a_request(

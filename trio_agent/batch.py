@@ -220,6 +220,12 @@ def _check_limits(rate_limits: Mapping[str, RateLimits]) -> dict[str, RateLimits
     return dict(rate_limits)
 
 
+def _provider_key(model: Model) -> str:
+    """The key of a model's provider in ``rate_limits``: its ``provider``, or its ``api``
+    when that is empty."""
+    return model.provider or model.api
+
+
 class _Gates:
     """The gates of a batch, one per provider, made on first use."""
 
@@ -232,7 +238,7 @@ class _Gates:
         return _Gate(limits, self.max_pause)
 
     def get(self, model: Model) -> _Gate:
-        key = model.provider or model.api
+        key = _provider_key(model)
         gate = self.by_provider.get(key)
         if gate is None:
             gate = self.by_provider[key] = self.new(key, self.rate_limits.get(key, RateLimits()))
@@ -372,7 +378,8 @@ def _line(result: BatchResult) -> bytes:
 
 
 def _head(line: bytes) -> tuple[dict[str, Any], Status]:
-    """A result line's JSON object and its status, checked; the transcript not read."""
+    """A result line's JSON object and its status, checked (its messages are parsed as
+    JSON, not read as a transcript)."""
     data = json.loads(line)
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         raise ValueError(f"not a result line: {line[:80]!r}")
@@ -380,6 +387,24 @@ def _head(line: bytes) -> tuple[dict[str, Any], Status]:
     if status not in ("done", "error", "aborted"):
         raise ValueError(f"result {data['id']!r} has an unknown status {status!r:.40}")
     return data, status
+
+
+def _optional_str(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(
+            f"result {data['id']!r}: {key} must be a string or null, not {value!r:.40}"
+        )
+    return value
+
+
+def _attempts(data: dict[str, Any]) -> int:
+    value = data.get("attempts", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"result {data['id']!r}: attempts must be an int of 1 or more, not {value!r:.40}"
+        )
+    return value
 
 
 def _parse(line: bytes) -> BatchResult:
@@ -391,10 +416,10 @@ def _parse(line: bytes) -> BatchResult:
         status=status,
         messages=tuple(from_json(data.get("messages", []))),
         usage=from_json(data.get("usage", {}), Usage),
-        stop=data.get("stop"),
-        error_kind=data.get("errorKind"),
-        error=data.get("error"),
-        attempts=data.get("attempts", 1),
+        stop=_optional_str(data, "stop"),
+        error_kind=_optional_str(data, "errorKind"),
+        error=_optional_str(data, "error"),
+        attempts=_attempts(data),
     )
 
 

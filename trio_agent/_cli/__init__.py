@@ -70,7 +70,7 @@ from .._tools import AgentTool
 
 if typing.TYPE_CHECKING:
     from ..mcp import McpServer
-from ..batch import _finished
+from ..batch import _finished, _provider_key
 from ..providers import anthropic, google, openai_chat, openai_responses
 from ..providers._common import HttpProvider
 from ._batch import FAUX, read_items, real_agent, run_items, scripted_agent, summary_line
@@ -772,7 +772,7 @@ def _batch_command(
         model = parse_model(args.model, args.base_url, args.thinking, args.provider)
         key = find_key(model, args.api_key_env)
         make = real_agent(model, system, api_key=key, thinking_level=args.thinking)
-        provider = model.provider or model.api
+        provider = _provider_key(model)
     try:  # a line that is not a result is named before anything runs
         finished, _ = _finished(args.out, args.resume)
     except FileExistsError:
